@@ -1,0 +1,63 @@
+"""One error family. Every message names the file or field and says what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SentientError(Exception):
+    """Base of every error the app raises on purpose; the API and CLI translate it once."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(SentientError):
+    """sentient.yaml or an environment variable is wrong."""
+
+
+class InvalidId(SentientError):
+    """An id from a user or the model that cannot name a file."""
+
+
+class NotFound(SentientError):
+    status = 404
+
+
+class AlreadyExists(SentientError):
+    status = 409
+
+
+class BadFile(SentientError):
+    """A file in the vault that cannot be read as what its folder says it is."""
+
+    status = 422
+
+    def __init__(self, path: Path, reason: str, fix: str) -> None:
+        super().__init__(f"{path}: {reason}. {fix}")
+        self.path = path
+        self.reason = reason
+        self.fix = fix
+
+
+class Conflict(SentientError):
+    """Someone else changed the file after we read it; their text is left as it is."""
+
+    status = 409
+
+    def __init__(self, path: Path, expected: str | None, found: str | None) -> None:
+        super().__init__(
+            f"{path} was changed by someone else since it was read "
+            f"(expected revision {expected or 'none'}, found {found or 'no file'}); "
+            "their text was kept. Read it again and re-apply your change."
+        )
+        self.path = path
+        self.expected = expected
+        self.found = found
+
+
+class IndexUnavailable(SentientError):
+    """The index under .sentient/ cannot be opened or used."""

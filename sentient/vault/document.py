@@ -1,0 +1,437 @@
+"""Document: one markdown file with YAML frontmatter.
+
+Parsing and rendering live here and nowhere else. The rules:
+
+- Every scalar is read as a string (no YAML 1.1 surprises: `yes`, `1.0` and dates stay text)
+  and then converted to the type its field declares; a value that does not fit is a BadFile.
+- A document that was read and not changed renders to exactly the text it was read from.
+  When fields change, only their lines change: untouched keys keep their original text,
+  new keys are appended in the kind's fixed order.
+- The content revision is a hash of what a model would read (title + body), computed on
+  every read; it is not the file's own `revision:` field, which records the last write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId
+
+ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+TMP_SUFFIX = ".sentient-tmp"
+
+FieldType = Literal["str", "datetime", "bool", "int", "list", "threat"]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    type: FieldType
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """Return `value` if it can name a file, else raise InvalidId saying what is allowed."""
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:40] + "...")
+        raise InvalidId(
+            f"{what} {shown} is not allowed: use 1-80 characters of a-z, 0-9 and '-', "
+            "starting with a letter or digit (no '/', '..', spaces or capitals)"
+        )
+    return value
+
+
+def slugify(text: str, fallback: str = "entry") -> str:
+    """A valid id made from free text: 'Anika is a teacher!' -> 'anika-is-a-teacher'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60].strip("-")
+    return slug or fallback
+
+
+def content_revision(title: str, body: str) -> str:
+    """The revision of what a model reads: title and body."""
+    digest = hashlib.sha256(f"{title}\n{body}".encode()).hexdigest()
+    return f"sha256:{digest}"
+
+
+def bytes_hash(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# --- YAML: read every scalar as text; write dates plain --------------------------------
+
+
+class _TextLoader(yaml.SafeLoader):
+    """Resolves no implicit types: every plain scalar is a string."""
+
+
+_TextLoader.yaml_implicit_resolvers = {}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe dumper that leaves ISO dates unquoted (we read them back as text anyway)."""
+
+
+_Dumper.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeDumper.yaml_implicit_resolvers.items()
+}
+
+
+def _inline(value: Any) -> str:
+    """One value as YAML on a single line: plain or quoted scalar, or a [flow, list]."""
+    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, allow_unicode=True, width=1_000_000)
+    return text.removesuffix("\n...\n").rstrip("\n")
+
+
+def _dump_key(key: str, value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{key}:\n" + "".join(f"  {name}: {_inline(item)}\n" for name, item in value.items())
+    return f"{key}: {_inline(value)}\n"
+
+
+_NULLS = {"", "~", "null", "Null", "NULL"}
+_TRUE = {"true", "yes", "on"}
+_FALSE = {"false", "no", "off"}
+
+
+def _convert(path: Path, spec: FieldSpec, raw: Any) -> Any:
+    """Turn the text-only YAML value of one field into the type the format says."""
+
+    def bad(expected: str) -> BadFile:
+        return BadFile(
+            path,
+            f"field '{spec.name}' must be {expected}, not {raw!r}",
+            f"Fix the '{spec.name}:' line in the frontmatter",
+        )
+
+    if isinstance(raw, str) and raw in _NULLS and spec.type != "list":
+        return None
+    if spec.type in ("str", "datetime"):
+        if not isinstance(raw, str):
+            raise bad("a single line of text")
+        if spec.type == "datetime":
+            try:
+                datetime.fromisoformat(raw)
+            except ValueError:
+                raise bad("an ISO date such as 2026-11-30T10:00:00Z") from None
+        return raw
+    if spec.type == "bool":
+        if isinstance(raw, str) and raw.lower() in _TRUE | _FALSE:
+            return raw.lower() in _TRUE
+        raise bad("true or false")
+    if spec.type == "int":
+        if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw):
+            return int(raw)
+        raise bad("a whole number")
+    if spec.type == "list":
+        if raw is None or (isinstance(raw, str) and raw in _NULLS):
+            return []
+        if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+            return list(raw)
+        raise bad("a list such as [a, b]")
+    if spec.type == "threat":
+        if not isinstance(raw, dict):
+            raise bad("a mapping with flagged, patterns, pattern_set")
+        threat_fields = (
+            FieldSpec("flagged", "bool"),
+            FieldSpec("patterns", "list"),
+            FieldSpec("pattern_set", "int"),
+            FieldSpec("allowed_revision", "str"),
+        )
+        known = {f.name for f in threat_fields}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise bad(f"a mapping of {', '.join(sorted(known))} (unknown: {', '.join(unknown)})")
+        return {f.name: _convert(path, f, raw[f.name]) for f in threat_fields if f.name in raw}
+    raise AssertionError(spec.type)
+
+
+# --- Source: what was read, kept so an unchanged document renders identically ----------
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str  # the whole file as read
+    file_hash: str  # sha256 of its bytes; what a conditional write compares
+    has_frontmatter: bool
+    blocks: Mapping[str, str]  # key -> its original frontmatter lines
+    preamble: str  # comments before the first key
+    meta: Mapping[str, Any]  # the converted values as read
+    separator: str  # text between the closing '---' line and the body
+    body: str
+
+
+def _split(text: str) -> tuple[str, str, str] | None:
+    """(frontmatter, separator, body) when the text opens with a '---' line."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return None
+    lines = text.splitlines(keepends=True)
+    for index in range(1, len(lines)):
+        if lines[index].rstrip("\r\n") in ("---", "..."):
+            front = "".join(lines[1:index])
+            rest = "".join(lines[index + 1 :])
+            separator = ""
+            while rest.startswith(("\n", "\r\n")) and not separator:
+                separator = "\n" if rest.startswith("\n") else "\r\n"
+                rest = rest[len(separator) :]
+            return front, separator, rest
+    return None
+
+
+def _blocks(front: str) -> tuple[str, dict[str, str]]:
+    """Split frontmatter text into one text block per top-level key."""
+    preamble: list[str] = []
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in front.splitlines(keepends=True):
+        starts_key = bool(line[:1]) and not line[0].isspace() and line[0] not in "#-" and ":" in line
+        if starts_key:
+            key = line.split(":", 1)[0].strip().strip("'\"")
+            current = blocks.setdefault(key, [])
+            current.clear()
+            current.append(line)
+        elif current is None:
+            preamble.append(line)
+        else:
+            current.append(line)
+    return "".join(preamble), {key: "".join(lines) for key, lines in blocks.items()}
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed file: typed frontmatter, markdown body, and where it came from."""
+
+    kind: str
+    key: str  # the id (or 'task/run', 'user/persona' for nested kinds)
+    path: Path
+    meta: Mapping[str, Any]
+    body: str
+    fields: Sequence[FieldSpec] = ()
+    source: Source | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    @cached_property
+    def title(self) -> str:
+        """The frontmatter title, else the first heading or line of the body, else the id."""
+        title = self.meta.get("title")
+        if isinstance(title, str) and title.strip():
+            return title.strip()
+        for line in self.body.splitlines():
+            stripped = line.strip()
+            if stripped:
+                return stripped.lstrip("#").strip()[:120] or self.id
+        return self.id
+
+    @cached_property
+    def revision(self) -> str:
+        return content_revision(self.title, self.body)
+
+    @property
+    def stored_revision(self) -> str | None:
+        value = self.meta.get("revision")
+        return value if isinstance(value, str) else None
+
+    @property
+    def edited_outside(self) -> bool:
+        """True when the text changed since the app last wrote (or recorded) it."""
+        return self.stored_revision != self.revision
+
+    def replace(self, meta: Mapping[str, Any] | None = None, body: str | None = None) -> Document:
+        """A copy with some frontmatter keys set (None removes a key) and/or a new body."""
+        merged = dict(self.meta)
+        for key, value in (meta or {}).items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return Document(
+            kind=self.kind,
+            key=self.key,
+            path=self.path,
+            meta=merged,
+            body=self.body if body is None else body,
+            fields=self.fields,
+            source=self.source,
+        )
+
+    def render(self) -> str:
+        """The file text. Unchanged parts keep their original bytes."""
+        src = self.source
+        if src is not None and dict(self.meta) == dict(src.meta) and self.body == src.body:
+            return src.text
+        if not self.meta and (src is None or not src.has_frontmatter):
+            return self.body
+        known_order = [f.name for f in self.fields]
+        if src is not None and src.has_frontmatter:
+            order = [k for k in src.blocks if k in self.meta]
+        else:
+            order = []
+        order += [k for k in known_order if k in self.meta and k not in order]
+        order += [k for k in self.meta if k not in order]
+        lines = [src.preamble if src is not None else ""]
+        for key in order:
+            value = self.meta[key]
+            if src is not None and key in src.blocks and src.meta.get(key) == value:
+                block = src.blocks[key]
+                lines.append(block if block.endswith("\n") else block + "\n")
+            else:
+                lines.append(_dump_key(key, value))
+        separator = src.separator if src is not None and src.has_frontmatter else "\n"
+        return "---\n" + "".join(lines) + "---\n" + separator + self.body
+
+
+def parse(
+    text: str,
+    *,
+    kind: str,
+    key: str,
+    path: Path,
+    fields: Sequence[FieldSpec],
+    file_hash: str = "",
+) -> Document:
+    """Parse file text into a Document, or raise BadFile naming the problem and the fix."""
+    split = _split(text)
+    if split is None:
+        if text.startswith("---\n"):
+            raise BadFile(path, "frontmatter opens with '---' but never closes", "Add a closing '---' line")
+        meta: dict[str, Any] = {}
+        source = Source(text, file_hash, False, {}, "", {}, "", text)
+        return Document(kind, key, path, meta, text, fields, source)
+    front, separator, body = split
+    try:
+        loaded = yaml.load(front, Loader=_TextLoader) if front.strip() else {}
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 2}" if where is not None else ""
+        raise BadFile(path, f"frontmatter is not valid YAML{line}", "Fix the YAML between the '---' lines") from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise BadFile(path, "frontmatter must be 'key: value' lines", "Fix the YAML between the '---' lines")
+    specs = {spec.name: spec for spec in fields}
+    meta = {}
+    for raw_key, raw_value in loaded.items():
+        name = str(raw_key)
+        spec = specs.get(name)
+        value = _convert(path, spec, raw_value) if spec else raw_value
+        if value is not None or spec is None:
+            meta[name] = value
+    preamble, blocks = _blocks(front)
+    source = Source(text, file_hash, True, blocks, preamble, dict(meta), separator, body)
+    return Document(kind, key, path, meta, body, fields, source)
+
+
+def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], max_bytes: int) -> Document:
+    """Read and parse one file; BadFile for anything that is not a readable document."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise BadFile(path, f"cannot be read ({exc.strerror})", "Check the file's permissions") from None
+    if size > max_bytes:
+        raise BadFile(
+            path,
+            f"is {size:,} bytes, over the {max_bytes:,}-byte limit",
+            "Split it into smaller files or raise limits.max_file_bytes in sentient.yaml",
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadFile(path, f"cannot be read ({exc.strerror})", "Check the file's permissions") from None
+    if b"\x00" in data:
+        raise BadFile(path, "is a binary file, not markdown", "Move it out of the vault's document folders")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadFile(
+            path,
+            f"is not UTF-8 (byte {exc.start})",
+            "Re-save it as UTF-8 in your editor",
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return parse(text, kind=kind, key=key, path=path, fields=fields, file_hash=bytes_hash(data))
+
+
+# --- Atomic, conditional writes ---------------------------------------------------------
+
+
+class _Absent:
+    """Marker: the write requires that no file exists yet."""
+
+
+ABSENT = _Absent()
+
+
+def file_hash_on_disk(path: Path) -> str | None:
+    try:
+        return bytes_hash(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def is_temp_name(name: str) -> bool:
+    return name.endswith(TMP_SUFFIX) or name.startswith(".")
+
+
+def atomic_write(path: Path, text: str, expect: str | None | _Absent) -> str:
+    """Write `text` to `path` so a crash leaves the old file or the new one, never a torn one.
+
+    `expect` is the hash of the bytes the caller read (None: do not check; ABSENT: the file
+    must not exist). If the file on disk differs, nothing is written and Conflict is raised.
+    Returns the hash of the bytes written.
+    """
+    data = text.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if isinstance(expect, _Absent):
+            try:
+                os.link(tmp, path)  # fails if the file exists: no race with another creator
+            except FileExistsError:
+                raise AlreadyExists(f"{path} already exists; choose another id or edit that file") from None
+            tmp.unlink()
+        else:
+            if expect is not None:
+                found = file_hash_on_disk(path)
+                if found != expect:
+                    raise Conflict(path, expect, found)
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return bytes_hash(data)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
