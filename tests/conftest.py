@@ -1,0 +1,27 @@
+"""Shared fixtures: real fixture vaults copied into a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VAULTS = FIXTURES / "vaults"
+
+
+@pytest.fixture
+def make_vault(tmp_path: Path) -> Callable[[str], Path]:
+    """Copy tests/fixtures/vaults/<name> into tmp_path and return its path."""
+
+    def make(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(VAULTS / name, target)
+        return target
+
+    return make
