@@ -54,6 +54,14 @@ class ApiSettings(_Section):
     allow_memory: bool = False
 
 
+class UserSettings(_Section):
+    name: str | None = None  # how the agent addresses the person; never sent in a memory-off turn
+
+
+class NotifySettings(_Section):
+    webhook_url: str | None = None  # where notify(text) posts JSON {"text": ...}
+
+
 class Settings(_Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
@@ -64,6 +72,8 @@ class Settings(_Section):
     limits: Limits = Limits()
     chat: ChatSettings = ChatSettings()
     api: ApiSettings = ApiSettings()
+    user: UserSettings = UserSettings()
+    notify: NotifySettings = NotifySettings()
 
     @property
     def state_dir(self) -> Path:

@@ -96,6 +96,15 @@ def _inline(value: Any) -> str:
     return text.removesuffix("\n...\n").rstrip("\n")
 
 
+def _trailing_comments(block: str) -> str:
+    """The comment and blank lines that end a key's block (they introduce the next key)."""
+    lines = block.splitlines(keepends=True)
+    start = len(lines)
+    while start > 1 and (not lines[start - 1].strip() or lines[start - 1].startswith("#")):
+        start -= 1
+    return "".join(lines[start:])
+
+
 def _dump_key(key: str, value: Any) -> str:
     if isinstance(value, dict):
         return f"{key}:\n" + "".join(f"  {name}: {_inline(item)}\n" for name, item in value.items())
@@ -279,19 +288,27 @@ class Document:
             return self.body
         known_order = [f.name for f in self.fields]
         if src is not None and src.has_frontmatter:
-            order = [k for k in src.blocks if k in self.meta]
+            # Every key of the file in its order, even those not in meta: a known field left
+            # empty on disk ('scope:') was read as absent and keeps its line unless set now.
+            order = list(src.blocks)
         else:
             order = []
         order += [k for k in known_order if k in self.meta and k not in order]
         order += [k for k in self.meta if k not in order]
         lines = [src.preamble if src is not None else ""]
         for key in order:
-            value = self.meta[key]
-            if src is not None and key in src.blocks and src.meta.get(key) == value:
-                block = src.blocks[key]
-                lines.append(block if block.endswith("\n") else block + "\n")
+            block = src.blocks.get(key, "") if src is not None else ""
+            if block and not block.endswith("\n"):
+                block += "\n"
+            if key not in self.meta:
+                empty_on_disk = src is not None and key not in src.meta and key in known_order
+                # A removed key takes its own lines with it, not the comments that follow it
+                # (they belong to the next key).
+                lines.append(block if empty_on_disk else _trailing_comments(block))
+            elif block and src is not None and key in src.meta and src.meta[key] == self.meta[key]:
+                lines.append(block)
             else:
-                lines.append(_dump_key(key, value))
+                lines.append(_dump_key(key, self.meta[key]) + _trailing_comments(block))
         separator = src.separator if src is not None and src.has_frontmatter else "\n"
         return "---\n" + "".join(lines) + "---\n" + separator + self.body
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from sentient.errors import InvalidId
 from sentient.vault.document import FieldSpec, check_id, is_temp_name
 
 
@@ -135,9 +136,10 @@ def check_key(kind_name: str, key: str) -> str:
     """Validate a key: an id, or 'a/b' for the two-part kinds. Raises InvalidId."""
     spec = kind(kind_name)
     parts = key.split("/") if spec.key_parts > 1 else [key]
-    if len(parts) != spec.key_parts:
-        check_id(key, f"{kind_name} id")
     names = {"run": ("task id", "run id"), "people": ("user id", "persona id")}.get(kind_name)
+    if len(parts) != spec.key_parts:
+        shape = "/".join(f"<{name}>" for name in names) if names else "an id"
+        raise InvalidId(f"{kind_name} key {key!r} is not allowed: use {shape}")
     for index, part in enumerate(parts):
         check_id(part, names[index] if names else f"{kind_name} id")
     return key

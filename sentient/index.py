@@ -1,0 +1,502 @@
+"""Index: a SQLite FTS5 cache of the vault in `.sentient/index.sqlite`.
+
+Files are the truth; this is a cache that can be deleted at any time. `sync()` walks the
+vault (one stat per file) and re-reads only files whose (mtime_ns, size) changed; `update()`
+and `remove()` keep it current one file at a time for the watcher; `search()` ranks with BM25,
+the title weighing more than the body. Files that cannot be read are kept in `problems`.
+
+Reading never writes: nothing outside `.sentient/` is touched. One writer connection sits
+behind a lock; every thread reads through its own connection (WAL), so a search never waits
+for a long sync. A database from another schema, other settings, or garbage bytes is rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Any
+
+from sentient.errors import BadFile, IndexUnavailable
+from sentient.vault.document import Document
+from sentient.vault.store import Found, Problem, Vault
+
+SCHEMA_VERSION = 1
+DB_NAME = "index.sqlite"
+TITLE_WEIGHT = 10.0
+BATCH = 5000  # files written per transaction
+FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
+
+_COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
+            "body", "scope", "category", "created", "updated", "untrusted", "threat")
+_SCHEMA = (
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE documents (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
+        key TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, revision TEXT NOT NULL,
+        stored_revision TEXT, title TEXT NOT NULL, frontmatter TEXT NOT NULL, body TEXT NOT NULL, scope TEXT,
+        category TEXT, created TEXT, updated TEXT, untrusted INTEGER NOT NULL, threat TEXT)""",
+    "CREATE INDEX documents_kind_key ON documents (kind, key)",
+    """CREATE VIRTUAL TABLE documents_fts USING fts5(title, body, content='documents', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,
+        fix TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, duplicate INTEGER NOT NULL)""",
+)
+_INSERT_DOCUMENT = f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+
+Judge = Callable[[Document], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+    problems: int
+    elapsed: float  # seconds
+
+
+@dataclass(frozen=True)
+class IndexedDoc:
+    """One indexed document, as the index holds it (no file read)."""
+
+    kind: str
+    key: str
+    path: Path
+    rel: str
+    title: str
+    revision: str
+    stored_revision: str | None
+    meta: Mapping[str, Any]
+    body: str
+    scope: str | None
+    category: str | None
+    created: str | None
+    updated: str | None
+    mtime_ns: int
+    size: int
+    untrusted: bool
+    threat: Mapping[str, Any] | None
+
+    @property
+    def edited_outside(self) -> bool:
+        return self.stored_revision != self.revision
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str
+    key: str
+    path: Path
+    title: str
+    snippet: str
+    score: float  # higher is better
+    scope: str | None
+    category: str | None
+    updated: str | None
+    revision: str
+    untrusted: bool
+    threat: Mapping[str, Any] | None
+
+
+def fts_query(text: str, operator: str = " ") -> str | None:
+    """Free text as a safe FTS5 query: every word quoted, so no syntax is ever interpreted."""
+    words = [w for w in text.replace("\x00", " ").split() if any(c.isalnum() for c in w)][:32]
+    return operator.join('"' + w.replace('"', '""') + '"' for w in words) or None
+
+
+def _when(value: Any) -> str | None:
+    """An ISO date as 'YYYY-MM-DDTHH:MM:SSZ' in UTC (naive means UTC), so text compares as time."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+@dataclass
+class _Batch:
+    """Writes gathered for one transaction. FTS5 is fed in bulk: row by row costs four times more."""
+
+    documents: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # path -> documents row
+    problems: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # path -> problems row
+    deleted: set[str] = field(default_factory=set)  # paths whose rows go
+
+    def __len__(self) -> int:
+        return len(self.documents) + len(self.problems) + len(self.deleted)
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Replace the rows of every path touched: old FTS entries out, new rows and entries in."""
+        conn.execute("DELETE FROM temp.touched")
+        conn.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?)",
+                         [(rel,) for rel in (*self.documents, *self.problems, *self.deleted)])
+        conn.execute("INSERT INTO documents_fts (documents_fts, rowid, title, body) "
+                     "SELECT 'delete', id, title, body FROM documents WHERE path IN temp.touched")
+        conn.execute("DELETE FROM documents WHERE path IN temp.touched")
+        conn.execute("DELETE FROM problems WHERE path IN temp.touched")
+        conn.executemany(_INSERT_DOCUMENT, self.documents.values())
+        conn.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.problems.values())
+        conn.execute("INSERT INTO documents_fts (rowid, title, body) "
+                     "SELECT id, title, body FROM documents WHERE path IN temp.touched")
+        self.documents.clear()
+        self.problems.clear()
+        self.deleted.clear()
+
+
+class Index:
+    """The search index of one vault. Thread-safe; use as a context manager or call close()."""
+
+    def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str = "",
+                 timeout: float = 5.0) -> None:
+        """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
+        change `judge_version` when its verdicts may change. `timeout`: seconds to wait for another
+        process's write before IndexUnavailable."""
+        self.vault = vault
+        self.timeout = timeout
+        self.path = vault.state_dir / DB_NAME
+        self._judge = judge
+        self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
+                                        "judge": None if judge is None else judge_version})
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._generation = 0
+        self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
+        self._writer = self._open()
+
+    # --- opening ---------------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException) -> IndexUnavailable:
+        return IndexUnavailable(f"the index {self.path} cannot be used ({exc}); close other Sentient processes "
+                                f"using this vault, or {FIX.format(path=self.path)}")
+
+    def _connect(self, *, writer: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if writer:  # journal_mode is stored in the file; setting it again would wait for the writer
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS touched (path TEXT PRIMARY KEY)")
+        else:
+            conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.vault.state_dir.mkdir(exist_ok=True)
+            ignore = self.vault.state_dir / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot create {self.vault.state_dir} ({exc.strerror}); make the vault "
+                                   "folder writable") from None
+        try:
+            try:
+                return self._prepare(self._connect(writer=True))
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise
+            self._delete_files()
+            return self._prepare(self._connect(writer=True))
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc) from None
+
+    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                self._create(conn)
+                conn.execute("COMMIT")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        """Drop whatever is there and make an empty index of this schema (inside a transaction)."""
+        tables = conn.execute("SELECT name, sql LIKE 'CREATE VIRTUAL%' FROM sqlite_master WHERE type = 'table' "
+                              "AND name NOT LIKE 'sqlite_%' ORDER BY 2 DESC").fetchall()
+        for name, _ in tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _reset(self) -> None:
+        """Replace a corrupt database file with an empty one."""
+        self._writer.close()
+        self._generation += 1
+        self._corrupt = False
+        self._delete_files()
+        self._writer = self._open()
+
+    def close(self) -> None:
+        with self._lock, self._readers_lock:
+            for conn in [self._writer, *self._readers]:
+                conn.close()
+            self._readers.clear()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- writing ---------------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection in a transaction. A corrupt file is replaced by an empty index
+        and _Reset raised, so the caller can fill it again."""
+        with self._lock:
+            try:
+                self._writer.execute("BEGIN IMMEDIATE")
+                yield self._writer
+                self._writer.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._writer.in_transaction:
+                    self._writer.execute("ROLLBACK")
+                if not _is_corrupt(exc):
+                    raise self._unavailable(exc) from None
+                self._reset()
+                raise _Reset from None
+
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Bring the index up to date with the files; re-read only what changed on disk.
+        `progress(done, total)` is called every few hundred files."""
+        try:
+            return self._sync(progress, rebuild=False)
+        except _Reset:
+            return self._sync(progress, rebuild=True)
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Drop everything and read every file again."""
+        try:
+            return self._sync(progress, rebuild=True)
+        except _Reset:
+            return self._sync(progress, rebuild=True)
+
+    def _sync(self, progress: Callable[[int, int], None] | None, *, rebuild: bool) -> SyncReport:
+        start = time.perf_counter()
+        groups: dict[tuple[str, str], list[Found]] = {}
+        for found in self.vault.walk():
+            groups.setdefault((found.kind, found.key), []).append(found)
+        total, done, reported = sum(len(founds) for founds in groups.values()), 0, 0
+        counts: Counter[str] = Counter()
+        batch = _Batch()
+        if self._corrupt:
+            self._reset()
+        with self._writing() as conn:
+            if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
+                self._create(conn)
+                conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
+            documents = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size FROM documents")}
+            problems = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems")}
+            gone = documents.keys() | problems.keys()
+            for founds in groups.values():
+                gone.difference_update(str(found.rel) for found in founds)
+                counts.update(self._plan(founds, documents, problems, batch))
+                if len(batch) >= BATCH:  # commit now and then: a huge first index keeps its progress
+                    batch.flush(conn)
+                    conn.execute("COMMIT")
+                    conn.execute("BEGIN IMMEDIATE")
+                done += len(founds)
+                if progress is not None and (done - reported >= 256 or done == total):
+                    progress(done, total)
+                    reported = done
+            batch.deleted.update(gone)
+            counts["removed"] += len(gone & documents.keys())
+            batch.flush(conn)
+            problem_count = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+        if progress is not None and total == 0:
+            progress(0, 0)
+        return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
+                          time.perf_counter() - start)
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection, name: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _plan(self, founds: list[Found], documents: Mapping[str, tuple[int, ...]],
+              problems: Mapping[str, tuple[int, ...]], batch: _Batch) -> list[str]:
+        """Add what the files claiming one (kind, key) need to `batch`; returns what happens to each.
+        `documents` and `problems` hold the stored (mtime_ns, size[, duplicate]) of each path."""
+        rels = [str(found.rel) for found in founds]
+        if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
+            reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
+            for rel, found in zip(rels, founds, strict=True):
+                batch.problems[rel] = (rel, found.kind, found.key, reason,
+                                       "Rename all but one, so each id names one file", found.mtime_ns, found.size, 1)
+            return ["removed" if rel in documents else "problem" for rel in rels]
+        found, rel = founds[0], rels[0]
+        state = (found.mtime_ns, found.size)
+        if documents.get(rel) == state or problems.get(rel) == (*state, 0):
+            return ["unchanged"]
+        try:
+            document = self.vault.read(found.kind, found.key, found.path)
+        except BadFile as exc:
+            batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
+            return ["removed" if rel in documents else "problem"]
+        batch.documents[rel] = self._row(rel, found, document)
+        return ["updated" if rel in documents else "added"]
+
+    def _row(self, rel: str, found: Found, document: Document) -> tuple[Any, ...]:
+        meta = document.meta
+        threat = self._judge(document) if self._judge is not None else meta.get("threat")
+        updated = meta.get("updated") or meta.get("finished") or meta.get("started") or meta.get("created")
+        return (rel, found.kind, found.key, found.mtime_ns, found.size, document.revision, document.stored_revision,
+                document.title, json.dumps(dict(meta), default=str, ensure_ascii=False), document.body,
+                _text(meta.get("scope")), _text(meta.get("category")), _when(meta.get("created")), _when(updated),
+                int(meta.get("untrusted") is True), None if threat is None else json.dumps(dict(threat)))
+
+    def update(self, path: Path) -> None:
+        """One file changed (or appeared): re-read it. Non-documents and temp files are ignored.
+        (A folder moved or deleted is no file event: call sync() for it.)"""
+        try:
+            self._refresh(path)
+        except _Reset:
+            self.sync()
+
+    def remove(self, path: Path) -> None:
+        """One file was deleted. The disk is checked, so a file that came back is kept."""
+        self.update(path)
+
+    def _refresh(self, path: Path) -> None:
+        """Re-read every file that claims the id of `path` (it may now be unique, or duplicated)."""
+        found = self.vault.classify_path(path)
+        if found is None:
+            return
+        kind, key = found
+        batch = _Batch()
+        with self._writing() as conn:
+            rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 "
+                                "UNION SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
+            indexed = {rel: () for rel, is_document in rows if is_document}  # no stored state: read again
+            rels = {*indexed, *(r[0] for r in rows), PurePosixPath(path.resolve().relative_to(self.vault.root))
+                    .as_posix()}
+            founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
+            batch.deleted.update(rels - {str(f.rel) for f in founds})
+            if founds:
+                self._plan(founds, indexed, {}, batch)
+            batch.flush(conn)
+
+    def _stat(self, rel: str, kind: str, key: str) -> Found | None:
+        path = self.vault.root / rel
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        return Found(path, PurePosixPath(rel), kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+
+    # --- reading ---------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's own read connection; errors become IndexUnavailable."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        try:
+            if conn is None or self._local.generation != self._generation:
+                if conn is not None:
+                    conn.close()
+                conn = self._connect()
+                self._local.conn, self._local.generation = conn, self._generation
+                with self._readers_lock:  # not self._lock, which a long sync holds
+                    self._readers.append(conn)
+            yield conn
+        except sqlite3.Error as exc:
+            self._corrupt = self._corrupt or _is_corrupt(exc)
+            raise self._unavailable(exc) from None
+
+    def search(self, query: str, *, kind: str | None = None, scope: str | None = None, category: str | None = None,
+               since: str | None = None, until: str | None = None, limit: int = 10) -> list[Hit]:
+        """Documents matching every word of `query` (any word, when none match all), best first.
+
+        `since`/`until` bound the `updated` time (ISO; a bare date for `until` means its whole day).
+        """
+        filters = {"d.kind = ?": kind, "d.scope = ?": scope, "d.category = ?": category,
+                   "d.updated >= ?": _when(since), "d.updated <= ?": _until(until)}
+        clauses = "".join(f" AND {sql}" for sql, value in filters.items() if value is not None)
+        params = [value for value in filters.values() if value is not None]
+        hits: list[Hit] = []
+        for operator in (" ", " OR "):
+            match = fts_query(query, operator)
+            if match is None or hits or (operator != " " and " " not in match):
+                break
+            hits = self._search(match, clauses, params, max(1, min(limit, 1000)))
+        return hits
+
+    def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
+        sql = (f"SELECT d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), "
+               f"bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS rank, d.scope, d.category, d.updated, d.revision, "
+               f"d.untrusted, d.threat FROM documents_fts JOIN documents d ON d.id = documents_fts.rowid "
+               f"WHERE documents_fts MATCH ?{clauses} ORDER BY rank LIMIT ?")
+        with self._reading() as conn:
+            rows = conn.execute(sql, [match, *params, limit]).fetchall()
+        return [Hit(r[0], r[1], self.vault.root / r[2], r[3], r[4], -r[5], r[6], r[7], r[8], r[9], bool(r[10]),
+                    _loads(r[11])) for r in rows]
+
+    def get(self, kind: str, key: str) -> IndexedDoc | None:
+        rows = self._select("WHERE kind = ? AND key = ?", (kind, key))
+        return rows[0] if rows else None
+
+    def documents(self, kind: str | None = None, *, scope: str | None = None) -> list[IndexedDoc]:
+        """Every indexed document (of one kind, in one scope), ordered by kind and key."""
+        where = {"kind = ?": kind, "scope = ?": scope}
+        sql = " AND ".join(clause for clause, value in where.items() if value is not None)
+        return self._select(f"WHERE {sql}" if sql else "", tuple(v for v in where.values() if v is not None))
+
+    def _select(self, where: str, params: tuple[str, ...]) -> list[IndexedDoc]:
+        with self._reading() as conn:
+            rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM documents {where} ORDER BY kind, key, path",
+                                params).fetchall()
+        return [IndexedDoc(kind=r[1], key=r[2], path=self.vault.root / r[0], rel=r[0], title=r[7], revision=r[5],
+                           stored_revision=r[6], meta=json.loads(r[8]), body=r[9], scope=r[10], category=r[11],
+                           created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
+                           threat=_loads(r[15])) for r in rows]
+
+    def problems(self) -> list[Problem]:
+        with self._reading() as conn:
+            rows = conn.execute("SELECT path, reason, fix, kind FROM problems ORDER BY path").fetchall()
+        return [Problem(self.vault.root / r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def _until(value: str | None) -> str | None:
+    if value is not None and len(value) == 10:  # a bare date: the whole day
+        return f"{value}T23:59:59Z"
+    return _when(value)
+
+
+class _Reset(Exception):
+    """The database file was corrupt and has been replaced by an empty index."""
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+

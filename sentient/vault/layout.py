@@ -1,0 +1,66 @@
+"""A new vault: the folders, a commented sentient.yaml, a README and a .gitignore."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from sentient.errors import AlreadyExists, SentientError
+
+FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people")
+GITIGNORE = ".sentient/\n"
+
+
+def _data(name: str) -> str:
+    return resources.files("sentient").joinpath("data", name).read_text(encoding="utf-8")
+
+
+def _inside_git_repo(path: Path) -> bool:
+    if shutil.which("git") is None:
+        return False
+    result = subprocess.run(
+        ["git", "rev-parse", "--is-inside-work-tree"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode == 0 and result.stdout.strip() == "true"
+
+
+def init_vault(path: Path) -> list[str]:
+    """Create a vault at `path` and return what was done, one line per step.
+
+    Refuses a folder that is already a vault or is not empty of vault folders, so an
+    existing vault is never touched.
+    """
+    path = path.resolve()
+    if (path / "sentient.yaml").exists():
+        raise AlreadyExists(f"{path} is already a vault (it has sentient.yaml); nothing was changed")
+    if path.exists() and not path.is_dir():
+        raise SentientError(f"{path} is a file, not a folder; choose another path")
+    taken = [name for name in (*FOLDERS, "README.md", ".gitignore") if (path / name).exists()]
+    if taken:
+        raise AlreadyExists(
+            f"{path} already holds {', '.join(taken)}; `sentient init` only makes new vaults. "
+            "Add a sentient.yaml by hand to use this folder as it is"
+        )
+    steps = []
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in FOLDERS:
+        (path / folder).mkdir(parents=True, exist_ok=True)
+        (path / folder / ".gitkeep").touch()
+    (path / "sentient.yaml").write_text(_data("sentient.yaml.template"), encoding="utf-8")
+    (path / "README.md").write_text(_data("vault-README.md"), encoding="utf-8")
+    (path / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+    steps.append(f"created the vault at {path}")
+    if shutil.which("git") is None:
+        steps.append("git is not installed: the vault is not under version control")
+    elif _inside_git_repo(path):
+        steps.append("the folder is inside a git repository already: no new repository made")
+    else:
+        subprocess.run(["git", "init", "-q"], cwd=path, check=True)
+        steps.append("made it a git repository (git init); .sentient/ is ignored")
+    return steps

@@ -1,0 +1,484 @@
+"""The vault store: files per kind, conflicts, bad files, crash safety, and reads that never write."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sentient
+from sentient.config import load_settings
+from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, SentientError
+from sentient.vault import Vault
+from sentient.vault.document import TMP_SUFFIX, parse
+from sentient.vault.kinds import KINDS
+
+EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "vault"
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, minutes: int = 1) -> None:
+        self.now += timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def vault(tmp_path: Path, clock: Clock) -> Vault:
+    root = tmp_path / "vault"
+    root.mkdir()
+    return Vault(root, clock=clock)
+
+
+def open_fixture(make_vault: Callable[[str], Path], name: str, clock: Clock | None = None) -> Vault:
+    root = make_vault(name)
+    limits = load_settings(root, {}).limits
+    return Vault(root, max_file_bytes=limits.max_file_bytes, clock=clock or Clock())
+
+
+# --- create / get / update / delete, kind by kind -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    key: str
+    meta: dict[str, Any]
+    path: str
+    month: str | None = None
+
+
+CASES = [
+    Case("memory", "anika-teacher", {"title": "Anika is a teacher", "category": "family", "scope": "global",
+                                     "source": "user", "untrusted": False}, "memory/anika-teacher.md"),
+    Case("note", "onboarding", {"title": "Onboarding notes", "scope": "ledger-app"}, "pins/notes/onboarding.md"),
+    Case("plan", "launch", {"title": "Launch plan"}, "pins/plans/launch.md"),
+    Case("skill", "weekly-review", {"title": "Weekly review", "category": "routine"}, "skills/weekly-review.md"),
+    Case("session", "k3f9a2", {"title": "Design review", "channel": "chat", "incognito": False,
+                               "pins": ["note:onboarding", "plan:launch"]},
+         "sessions/2026-11/k3f9a2.md", month="2026-11"),
+    Case("task", "weekly-digest", {"title": "Weekly digest", "schedule": "0 9 * * 1", "enabled": True},
+         "tasks/weekly-digest/task.md"),
+    Case("notepad", "weekly-digest", {"task": "weekly-digest", "untrusted": False}, "tasks/weekly-digest/notepad.md"),
+    Case("run", "weekly-digest/run-1", {"task": "weekly-digest", "status": "succeeded", "trigger": "schedule",
+                                        "started": "2026-11-30T09:00:00Z"}, "tasks/weekly-digest/runs/run-1.md"),
+    Case("people", "maya/companion", {"user": "maya", "persona": "companion"}, "people/maya/companion.md"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_create_writes_the_file_of_its_kind(vault: Vault, case: Case) -> None:
+    document = vault.create(case.kind, case.key, case.meta, "First text.\n", month=case.month)
+    assert document.path == vault.root / case.path
+    text = document.path.read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    assert text.endswith("---\n\nFirst text.\n")
+    names = [spec.name for spec in KINDS[case.kind].fields]
+    keys = [line.split(":")[0] for line in text.split("---\n")[1].splitlines()]
+    assert keys == [name for name in names if name in keys], "keys are written in the kind's order"
+    for name, value in case.meta.items():
+        assert document.meta[name] == value
+    if "revision" in names:
+        assert document.meta["revision"] == document.revision
+        assert not document.edited_outside
+    if "created" in names:
+        assert document.meta["created"] == "2026-11-30T10:00:00Z"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_get_reads_what_create_wrote(vault: Vault, case: Case) -> None:
+    created = vault.create(case.kind, case.key, case.meta, "First text.\n", month=case.month)
+    got = vault.get(case.kind, case.key)
+    assert (got.kind, got.key, got.path) == (case.kind, case.key, created.path)
+    assert got.meta == created.meta
+    assert got.body == "First text.\n"
+    assert got.revision == created.revision
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_update_changes_the_body_and_stamps_the_write(vault: Vault, clock: Clock, case: Case) -> None:
+    created = vault.create(case.kind, case.key, case.meta, "First text.\n", month=case.month)
+    clock.tick(5)
+    updated = vault.update(case.kind, case.key, body="Second text.\n", expected_revision=created.revision)
+    assert updated.path == created.path
+    assert updated.body == "Second text.\n"
+    assert updated.path.read_text(encoding="utf-8").endswith("\nSecond text.\n")
+    assert updated.revision != created.revision
+    names = {spec.name for spec in KINDS[case.kind].fields}
+    if "updated" in names:
+        assert updated.meta["updated"] == "2026-11-30T10:05:00Z"
+    if "revision" in names:
+        assert updated.meta["revision"] == updated.revision
+    if "created" in names:
+        assert updated.meta["created"] == "2026-11-30T10:00:00Z"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_update_of_one_field_keeps_every_other_line(vault: Vault, case: Case) -> None:
+    created = vault.create(case.kind, case.key, case.meta, "First text.\n", month=case.month)
+    before = created.path.read_text(encoding="utf-8").splitlines()
+    name, value, line = ("enabled", False, "enabled: false") if case.kind == "task" else ("untrusted", True,
+                                                                                         "untrusted: true")
+    after = vault.update(case.kind, case.key, {name: value}).path.read_text(encoding="utf-8").splitlines()
+    assert [text for text in after if text not in before] == [line]
+    old = [f"{name}: {str(case.meta[name]).lower()}"] if name in case.meta else []
+    assert [text for text in before if text not in after] == old
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_delete_removes_the_file(vault: Vault, case: Case) -> None:
+    created = vault.create(case.kind, case.key, case.meta, "First text.\n", month=case.month)
+    assert vault.delete(case.kind, case.key, expected_revision=created.revision) == created.path
+    assert not created.path.exists()
+    with pytest.raises(NotFound):
+        vault.get(case.kind, case.key)
+
+
+def test_missing_document_is_not_found(vault: Vault) -> None:
+    with pytest.raises(NotFound, match="no memory 'nobody'"):
+        vault.get("memory", "nobody")
+    with pytest.raises(NotFound):
+        vault.update("memory", "nobody", body="x")
+    with pytest.raises(NotFound):
+        vault.delete("memory", "nobody")
+
+
+@pytest.mark.parametrize("key", ["../escape", "a/b", "Upper", ""])
+def test_bad_ids_are_refused_before_any_file_is_touched(vault: Vault, key: str) -> None:
+    with pytest.raises(InvalidId):
+        vault.create("memory", key, {"title": "x"}, "x\n")
+    with pytest.raises(InvalidId):
+        vault.get("memory", key)
+    assert list(vault.root.iterdir()) == []
+
+
+def test_run_key_needs_both_parts(vault: Vault) -> None:
+    with pytest.raises(InvalidId) as caught:
+        vault.create("run", "run-1", {}, "x\n")
+    assert str(caught.value) == "run key 'run-1' is not allowed: use <task id>/<run id>"
+    with pytest.raises(InvalidId, match="user id '\\.\\.'"):
+        vault.create("people", "../maya", {}, "x\n")
+
+
+def test_entries_in_subfolders_are_found_by_id(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "basic")
+    document = vault.get("memory", "anika-teacher")
+    assert document.path == vault.root / "memory/family/anika-teacher.md"
+    updated = vault.update("memory", "anika-teacher", {"category": "sister"})
+    assert updated.path == document.path
+    assert not (vault.root / "memory/anika-teacher.md").exists()
+
+
+# --- conflicts ---------------------------------------------------------------------------------
+
+
+def test_stale_revision_is_a_conflict_and_the_editors_text_stays(vault: Vault, clock: Clock) -> None:
+    read = vault.create("memory", "rent-due", {"title": "Rent"}, "Rent is due on the 5th.\n")
+    editor_text = read.path.read_bytes().replace(b"the 5th", b"the 7th")
+    read.path.write_bytes(editor_text)
+    clock.tick()
+    with pytest.raises(Conflict) as caught:
+        vault.update("memory", "rent-due", body="Rent is due on the 1st.\n", expected_revision=read.revision)
+    assert read.path.read_bytes() == editor_text
+    assert caught.value.path == read.path
+    assert caught.value.expected == read.revision
+    assert f"{read.path} was changed by someone else since it was read" in str(caught.value)
+    assert "their text was kept" in str(caught.value)
+
+
+def test_stale_revision_refuses_a_delete(vault: Vault) -> None:
+    read = vault.create("memory", "rent-due", {"title": "Rent"}, "Rent is due on the 5th.\n")
+    read.path.write_text(read.path.read_text().replace("5th", "7th"))
+    with pytest.raises(Conflict):
+        vault.delete("memory", "rent-due", expected_revision=read.revision)
+    assert "7th" in read.path.read_text()
+
+
+def test_frontmatter_edit_made_between_read_and_update_survives(vault: Vault) -> None:
+    read = vault.create("memory", "rent-due", {"title": "Rent", "category": "home"}, "Rent is due on the 5th.\n")
+    edited = read.path.read_text(encoding="utf-8").replace("category: home\n", "category: money   # mine\n")
+    read.path.write_text(edited, encoding="utf-8")
+    updated = vault.update("memory", "rent-due", body="Rent is due on the 5th, by UPI.\n",
+                           expected_revision=read.revision)
+    text = updated.path.read_text(encoding="utf-8")
+    assert "category: money   # mine\n" in text
+    assert text.endswith("\nRent is due on the 5th, by UPI.\n")
+    assert updated.meta["category"] == "money"
+
+
+def test_transform_sees_the_file_as_it_is_on_disk_now(vault: Vault) -> None:
+    read = vault.create("memory", "rent-due", {"title": "Rent"}, "Rent is due on the 5th.\n")
+    read.path.write_text(read.path.read_text().replace("title: Rent\n", "title: Rent\nscope: home\n"))
+    updated = vault.update("memory", "rent-due", transform=lambda doc: doc.replace(body=doc.body + "By UPI.\n"))
+    assert updated.meta["scope"] == "home"
+    assert updated.body == "Rent is due on the 5th.\nBy UPI.\n"
+
+
+def test_hand_made_file_keeps_its_lines_when_the_app_updates_it(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "basic")
+    path = vault.root / "memory/filter-coffee.md"
+    before = path.read_text(encoding="utf-8")
+    vault.update("memory", "filter-coffee", {"category": "drinks"})
+    after = path.read_text(encoding="utf-8")
+    kept = [line for line in before.splitlines() if line in after.splitlines()]
+    assert [line for line in before.splitlines() if line not in kept] == ["category: food   # free word"]
+    assert "# I wrote this one myself." in after
+    assert "title: \"Coffee: strong filter coffee, no sugar\"" in after
+    assert "scope: 'global'" in after
+
+
+def test_creating_an_existing_id_is_refused(vault: Vault) -> None:
+    first = vault.create("memory", "rent-due", {"title": "Rent"}, "Mine.\n")
+    with pytest.raises(AlreadyExists, match="already has the id 'rent-due'"):
+        vault.create("memory", "rent-due", {"title": "Other"}, "Theirs.\n")
+    assert first.path.read_text().endswith("\nMine.\n")
+
+
+def test_creating_an_id_used_in_a_subfolder_is_refused(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "basic")
+    before = (vault.root / "memory/family/anika-teacher.md").read_bytes()
+    with pytest.raises(AlreadyExists):
+        vault.create("memory", "anika-teacher", {"title": "Duplicate"}, "x\n")
+    assert not (vault.root / "memory/anika-teacher.md").exists()
+    assert (vault.root / "memory/family/anika-teacher.md").read_bytes() == before
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.kind in ("task", "notepad", "run", "people")],
+                         ids=lambda case: case.kind)
+def test_creating_an_existing_file_of_a_fixed_path_is_refused(vault: Vault, case: Case) -> None:
+    vault.create(case.kind, case.key, case.meta, "Mine.\n")
+    with pytest.raises(AlreadyExists):
+        vault.create(case.kind, case.key, case.meta, "Theirs.\n")
+    assert (vault.root / case.path).read_text().endswith("\nMine.\n")
+
+
+def test_session_id_is_unique_across_months(vault: Vault) -> None:
+    vault.create("session", "k3f9a2", {"title": "October"}, "", month="2026-10")
+    with pytest.raises(AlreadyExists):
+        vault.create("session", "k3f9a2", {"title": "November"}, "", month="2026-11")
+
+
+# --- the broken vault --------------------------------------------------------------------------
+
+
+def test_broken_vault_loads_every_good_file(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "broken")
+    listing = vault.scan()
+    loaded = sorted(doc.path.relative_to(vault.root).as_posix() for doc in listing.documents)
+    assert loaded == [
+        "memory/biscuit.md",
+        "memory/maya-product-designer.md",
+        "pins/notes/launch-checklist.md",
+        "skills/weekly-review.md",
+    ]
+
+
+def test_broken_vault_reports_one_problem_per_bad_file(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "broken")
+    size = (vault.root / "memory/interview-log.md").stat().st_size
+    twice = "the id 'standup' is used by 2 files (memory/personal/standup.md, memory/work/standup.md)"
+    problems = {p.path.relative_to(vault.root).as_posix(): p for p in vault.scan().problems}
+    assert {path: problem.reason for path, problem in problems.items()} == {
+        "memory/bad-yaml.md": "frontmatter is not valid YAML at line 3",
+        "memory/unclosed-frontmatter.md": "frontmatter opens with '---' but never closes",
+        "memory/latin1.md": "is not UTF-8 (byte 5)",
+        "memory/scan.md": "is a binary file, not markdown",
+        "memory/wrong-untrusted.md": "field 'untrusted' must be true or false, not 'maybe'",
+        "memory/wrong-created.md":
+            "field 'created' must be an ISO date such as 2026-11-30T10:00:00Z, not 'last tuesday'",
+        "memory/wrong-title.md": "field 'title' must be a single line of text, not ['a', 'b']",
+        "memory/work/standup.md": twice,
+        "memory/personal/standup.md": twice,
+        "memory/interview-log.md": f"is {size:,} bytes, over the 4,096-byte limit",
+        "memory/My Note.md": "the file name does not make a valid id (memory id 'My Note' is not allowed: use 1-80 "
+        "characters of a-z, 0-9 and '-', starting with a letter or digit (no '/', '..', spaces or capitals))",
+    }
+    assert all(problem.kind == "memory" for problem in problems.values())
+    assert all(problem.fix for problem in problems.values())
+    assert problems["memory/interview-log.md"].fix.endswith("raise limits.max_file_bytes in sentient.yaml")
+    assert str(problems["memory/latin1.md"]) == (
+        f"{vault.root / 'memory/latin1.md'}: is not UTF-8 (byte 5). Re-save it as UTF-8 in your editor"
+    )
+
+
+def test_duplicate_id_is_never_silently_picked(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "broken")
+    with pytest.raises(BadFile, match=r"the id 'standup' is used by 2 files"):
+        vault.get("memory", "standup")
+
+
+def test_size_cap_comes_from_the_vault_settings(make_vault: Callable[[str], Path]) -> None:
+    root = make_vault("broken")
+    roomy = Vault(root)
+    assert "memory/interview-log.md" in {doc.path.relative_to(root).as_posix() for doc in roomy.scan().documents}
+
+
+def test_good_fixture_vaults_have_no_problems(make_vault: Callable[[str], Path]) -> None:
+    for name in ("basic", "hostile"):
+        listing = open_fixture(make_vault, name).scan()
+        assert listing.problems == []
+        assert {doc.kind for doc in listing.documents} >= {"memory", "task", "notepad", "people"}
+    example = Vault(EXAMPLE_VAULT).scan()
+    assert example.problems == []
+    assert {doc.kind for doc in example.documents} == set(KINDS)
+
+
+# --- crash safety ----------------------------------------------------------------------------
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from sentient.vault import Vault
+
+root, counter = Path(sys.argv[1]), Path(sys.argv[2])
+vault = Vault(root)
+keys = sys.argv[3:]
+n = 0
+while True:
+    n += 1
+    for key in keys:
+        vault.update("memory", key, {"category": f"round-{n}"}, body=f"round {n}\\n" + "padding line\\n" * (n % 50))
+    counter.write_text(str(n))
+"""
+
+
+def expected_body(body: str) -> bool:
+    first, _, rest = body.partition("\n")
+    if first == "First text.":
+        return rest == ""
+    n = int(first.removeprefix("round "))
+    return rest == "padding line\n" * (n % 50)
+
+
+def test_killed_writer_leaves_whole_files(vault: Vault, tmp_path: Path) -> None:
+    keys = ["alpha", "beta", "gamma"]
+    for key in keys:
+        vault.create("memory", key, {"title": key.title()}, "First text.\n")
+    counter = tmp_path / "rounds"
+    repo = Path(sentient.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(vault.root), str(counter), *keys], env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while int((counter.read_text() if counter.exists() else "") or 0) < 15:
+            assert writer.poll() is None, "the writer stopped by itself"
+            assert time.monotonic() < deadline, "the writer made no progress"
+            time.sleep(0.005)
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+    # What a crash between creating the temp file and renaming it leaves behind.
+    (vault.root / "memory" / f".alpha.md.x1y2z3{TMP_SUFFIX}").write_text("---\ntitle: half wri")
+    for key in keys:
+        document = vault.get("memory", key)
+        assert expected_body(document.body)
+        assert document.meta["revision"] == document.revision
+    listing = vault.scan()
+    assert listing.problems == []
+    assert sorted(doc.path.name for doc in listing.documents) == ["alpha.md", "beta.md", "gamma.md"]
+    assert sorted(found.path.name for found in vault.walk()) == ["alpha.md", "beta.md", "gamma.md"]
+    assert all(not found.path.name.endswith(TMP_SUFFIX) for found in vault.walk())
+
+
+def test_leftover_temp_file_is_not_a_document(vault: Vault) -> None:
+    vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
+    leftover = vault.root / "memory" / f"alpha.md{TMP_SUFFIX}"
+    leftover.write_text("torn")
+    (vault.root / "memory" / f".alpha.md.abc{TMP_SUFFIX}").write_text("torn")
+    assert [found.path.name for found in vault.walk()] == ["alpha.md"]
+    assert vault.scan().problems == []
+    assert vault.get("memory", "alpha").body == "x\n"
+
+
+# --- reading never writes ---------------------------------------------------------------------
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file and folder under root: its content hash (files) and mtime."""
+    state: dict[str, tuple[str, int]] = {}
+    for path in sorted(root.rglob("*")):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "folder"
+        state[path.relative_to(root).as_posix()] = (digest, path.stat().st_mtime_ns)
+    return state
+
+
+def read_everything(vault: Vault) -> int:
+    reads = 0
+    listing = vault.scan()
+    for document in listing.documents:
+        vault.get(document.kind, document.key)
+        vault.locate(document.kind, document.key)
+        reads += 1
+    for found in vault.walk():
+        vault.classify_path(found.path)
+        try:
+            vault.read(found.kind, found.key, found.path)
+        except BadFile:
+            pass
+    for kind_name in KINDS:
+        vault.documents(kind_name)
+    for problem in listing.problems:
+        assert problem.kind is not None
+        with pytest.raises(SentientError):
+            vault.get(problem.kind, problem.path.stem)
+    return reads
+
+
+@pytest.mark.parametrize("name", ["basic", "hostile", "broken"])
+def test_reading_a_fixture_vault_changes_nothing(make_vault: Callable[[str], Path], name: str) -> None:
+    root = make_vault(name)
+    before = snapshot(root)
+    vault = Vault(root, max_file_bytes=load_settings(root, {}).limits.max_file_bytes)
+    assert read_everything(vault) > 0
+    assert snapshot(root) == before
+    assert not (root / ".sentient").exists()
+
+
+def test_reading_the_example_vault_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".sentient"))
+    before = snapshot(root)
+    assert read_everything(Vault(root)) > 0
+    assert snapshot(root) == before
+    assert not (root / ".sentient").exists()
+
+
+def test_document_read_from_disk_renders_its_exact_bytes(make_vault: Callable[[str], Path]) -> None:
+    vault = open_fixture(make_vault, "basic")
+    for document in vault.scan().documents:
+        assert document.render().encode("utf-8") == document.path.read_bytes()
+        reparsed = parse(document.render(), kind=document.kind, key=document.key, path=document.path,
+                         fields=KINDS[document.kind].fields)
+        assert reparsed.meta == document.meta
+
+
+def test_basic_vault_keeps_the_sisters_town_in_memory_only(make_vault: Callable[[str], Path]) -> None:
+    root = make_vault("basic")
+    texts = {path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+             for path in root.rglob("*") if path.is_file()}
+    holders = sorted(path for path, text in texts.items() if "Anika" in text or "Mysuru" in text)
+    assert holders == ["memory/family/anika-birthday.md", "memory/family/anika-teacher.md"]
