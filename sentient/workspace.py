@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from sentient.config import Settings
-from sentient.index import Index
-from sentient.vault import Vault
+from sentient.index import Index, IndexedDoc
+from sentient.vault import Document, Vault
 
 
 @dataclass
@@ -23,6 +23,16 @@ class Workspace:
         if self._index is None:
             self._index = Index(self.vault)
         return self._index
+
+    watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
+
+    def visible(self, item: IndexedDoc | Document) -> bool:
+        """May this entry's text reach a model? Re-judged with the current patterns."""
+        return True
+
+    def judge_text(self, text: str) -> bool:
+        """True when the text reads like instructions (the current patterns match)."""
+        return False
 
     def close(self) -> None:
         if self._index is not None:

@@ -66,7 +66,9 @@ def test_init_refuses_a_folder_with_vault_folders(tmp_path: Path, capsys: pytest
     assert (tmp_path / "memory" / "mine.md").read_text() == "keep me\n"
 
 
-def test_index_prints_what_the_vault_holds(make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_index_prints_what_the_vault_holds(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = make_vault("basic")
     code, out, _ = run(capsys, "--vault", str(vault), "index")
     assert code == 0
@@ -77,7 +79,9 @@ def test_index_prints_what_the_vault_holds(make_vault: Callable[[str], Path], ca
     assert " 0 unchanged" in out
 
 
-def test_search_prints_ranked_hits_and_json(make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_search_prints_ranked_hits_and_json(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     vault = make_vault("basic")
     code, out, _ = run(capsys, "--vault", str(vault), "search", "Anika")
     assert code == 0

@@ -35,7 +35,8 @@ def test_sentient_vault_names_the_vault(tmp_path: Path) -> None:
 
 def test_a_role_keeps_its_own_model(tmp_path: Path) -> None:
     (tmp_path / "sentient.yaml").write_text(
-        "model: local\nmodels:\n  chat:\n    model: openai/x\n    api_base: http://127.0.0.1:9/v1\n    api_key_env: MY_KEY\n"
+        "model: local\nmodels:\n  chat:\n    model: openai/x\n"
+        "    api_base: http://127.0.0.1:9/v1\n    api_key_env: MY_KEY\n"
     )
     chat = load_settings(tmp_path, {}).role("chat")
     assert (chat.model, chat.api_base, chat.api_key_env) == ("openai/x", "http://127.0.0.1:9/v1", "MY_KEY")

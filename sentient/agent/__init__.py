@@ -1,0 +1,1 @@
+"""The agent: turns, the tool loop, helpers, the reader and scripts."""

@@ -1,0 +1,100 @@
+"""The tool loop: ask the model, run the tools it calls, repeat until it answers.
+
+Whoever built the tool list (a chat, a helper, a task), the loop offers only what the turn's
+context allows, and every call still goes through `Tool.call`. A tool's failure goes back to
+the model as `Error: ...` text; it never ends the turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sentient.agent.context import ToolContext
+from sentient.agent.tools import Tool, ToolRefused, refusal
+from sentient.llm import LLM, ToolCall
+
+Message = dict[str, Any]
+OnMessage = Callable[[Message], None]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    text: str
+    steps: int
+    calls: list[CallRecord] = field(default_factory=list)
+    offered: list[str] = field(default_factory=list)
+    stopped: str = "answer"  # answer | step-limit | time-limit
+
+
+def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
+    """Run one call the model made; every failure becomes text for the model."""
+    item = offered.get(call.name)
+    if item is None:
+        registered = ctx.agent.registry.get(call.name)
+        why = refusal(ctx, call.name) if registered is not None else None
+        text = f"Error: {why}" if why else f"Error: there is no tool named {call.name} here."
+        return CallRecord(call.name, call.arguments, text, False)
+    if call.arguments_error is not None:
+        return CallRecord(call.name, {}, f"Error: the arguments were {call.arguments_error}; call it again with a JSON "
+                          "object of its parameters.", False)
+    try:
+        return CallRecord(call.name, call.arguments, item.call(ctx, call.arguments), True)
+    except ToolRefused as exc:
+        return CallRecord(call.name, call.arguments, f"Error: {exc}", False)
+    except Exception as exc:  # a tool's bug or failure is the model's to read, not the turn's end
+        return CallRecord(call.name, call.arguments, f"Error: {type(exc).__name__}: {exc}", False)
+
+
+def run_loop(
+    llm: LLM,
+    role: str,
+    messages: list[Message],
+    tools: Sequence[Tool],
+    ctx: ToolContext,
+    *,
+    max_steps: int = 8,
+    time_limit: float | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    on_message: OnMessage | None = None,
+) -> LoopResult:
+    """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`."""
+    offered = {item.name: item for item in tools if refusal(ctx, item.name) is None}
+    schemas = [item.schema() for item in offered.values()] or None
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    calls: list[CallRecord] = []
+    emit = on_message or (lambda message: None)
+    stopped = "step-limit"
+    for step in range(1, max_steps + 1):
+        choice = tool_choice if step == 1 and schemas else None
+        reply = llm.complete(role, messages, schemas, tool_choice=choice)
+        assistant = reply.as_message()
+        messages.append(assistant)
+        emit(assistant)
+        if not reply.tool_calls:
+            return LoopResult(reply.text, step, calls, list(offered))
+        for call in reply.tool_calls:
+            record = run_tool_call(ctx, offered, call)
+            calls.append(record)
+            result: Message = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result}
+            messages.append(result)
+            emit(result)
+        if deadline is not None and time.monotonic() > deadline:
+            stopped = "time-limit"
+            break
+    messages.append({"role": "user", "content": "Stop using tools now and answer with what you have."})
+    reply = llm.complete(role, messages, None)
+    final: Message = {"role": "assistant", "content": reply.text}
+    messages.append(final)
+    emit(final)
+    return LoopResult(reply.text, max_steps + 1, calls, list(offered), stopped)

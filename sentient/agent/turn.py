@@ -1,0 +1,215 @@
+"""A chat turn: decide memory once, build the prompt, run the loop, keep the transcript.
+
+The session file is written as the turn goes (the person's message first, then every model
+reply and tool result), so a crash loses at most the message in flight. Incognito sessions
+live only in this process and are never written to the vault.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sentient.agent.context import Background, HeldCall, ToolContext, memory_allowed
+from sentient.agent.loop import CallRecord, Message, run_loop
+from sentient.agent.tools import ToolRegistry
+from sentient.errors import NotFound, SentientError
+from sentient.llm import LLM
+from sentient.prompts import Prompts
+from sentient.tools import build_registry
+from sentient.tools.memory import relevant_memories
+from sentient.vault import transcript
+from sentient.vault.document import Document
+from sentient.vault.store import iso, utc_now
+from sentient.workspace import Workspace
+
+HISTORY_MESSAGES = 40
+INCOGNITO_PREFIX = "incognito-"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session: str
+    text: str
+    memory_allowed: bool
+    incognito: bool
+    untrusted: bool
+    held: list[HeldCall] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    offered: list[str] = field(default_factory=list)
+
+
+def to_transcript(message: Message, time: str) -> transcript.Message:
+    """A loop message (OpenAI format) as a transcript section."""
+    role = message["role"]
+    if role == "tool":
+        result = {"id": message.get("tool_call_id"), "name": message.get("name"), "content": message["content"]}
+        return transcript.Message("tool", time, tool_results=(result,))
+    calls = tuple(
+        {"id": call["id"], "name": call["function"]["name"], "arguments": _json(call["function"]["arguments"])}
+        for call in message.get("tool_calls") or ()
+    )
+    return transcript.Message(role, time, message.get("content") or "", tool_calls=calls)
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSAGES) -> list[Message]:
+    """What the model sees of earlier turns: the person's and the agent's words."""
+    kept = [m for m in messages if m.role in ("user", "assistant") and m.text.strip()]
+    return [{"role": m.role, "content": m.text} for m in kept[-limit:]]
+
+
+class Agent:
+    """One per process: the workspace, the model, the tools and the prompts."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        llm: LLM,
+        registry: ToolRegistry,
+        *,
+        prompts: Prompts | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.workspace = workspace
+        self.settings = workspace.settings
+        self.llm = llm
+        self.registry = registry
+        self.prompts = prompts or Prompts(workspace.vault.root)
+        self.clock = clock
+        self.background = Background()
+        self._incognito: dict[str, list[transcript.Message]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # --- sessions ----------------------------------------------------------------------
+
+    def session_lock(self, key: str) -> threading.Lock:
+        """Turns of one session run one at a time, in arrival order."""
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def new_session(
+        self,
+        *,
+        incognito: bool = False,
+        channel: str = "chat",
+        pins: list[str] | None = None,
+        title: str | None = None,
+        key: str | None = None,
+    ) -> str:
+        if incognito:
+            key = INCOGNITO_PREFIX + secrets.token_hex(4)
+            self._incognito[key] = []
+            return key
+        key = key or self.clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        meta = {"title": title or "New chat", "channel": channel, "pins": list(pins or [])}
+        self.workspace.vault.create("session", key, meta)
+        return key
+
+    def is_incognito(self, key: str) -> bool:
+        return key in self._incognito
+
+    def messages_of(self, key: str) -> tuple[transcript.Message, ...]:
+        if key in self._incognito:
+            return tuple(self._incognito[key])
+        return transcript.parse(self.workspace.vault.get("session", key).body).messages
+
+    def record(self, key: str, message: transcript.Message) -> None:
+        """Append one message to the session as it happens."""
+        if key in self._incognito:
+            self._incognito[key].append(message)
+            return
+
+        def add(document: Document) -> Document:
+            return document.replace(body=transcript.append(document.body, message))
+
+        self.workspace.vault.update("session", key, transform=add)
+
+    # --- the turn ----------------------------------------------------------------------
+
+    def context(self, *, incognito: bool, channel: str, session: str | None, **extra: Any) -> ToolContext:
+        """The turn's one memory decision, made here and nowhere else."""
+        allowed = memory_allowed(incognito=incognito, channel=channel, settings=self.settings)
+        return ToolContext(self, allowed, incognito, channel, session=session, **extra)
+
+    def system_prompt(self, ctx: ToolContext, text: str) -> str:
+        memories: list[Any] = []
+        if ctx.memory_allowed:
+            memories = relevant_memories(ctx, text, limit=3)
+        return self.prompts.render(
+            "system.md.j2",
+            user_name=self.settings.user.name if ctx.memory_allowed else None,
+            memory_allowed=ctx.memory_allowed,
+            incognito=ctx.incognito,
+            memories=memories,
+        )
+
+    def turn(
+        self,
+        text: str,
+        *,
+        session: str | None = None,
+        channel: str = "chat",
+        incognito: bool = False,
+        pins: list[str] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> TurnResult:
+        """Answer one message from the person."""
+        if not text.strip():
+            raise SentientError("the message is empty; type something to send")
+        if session is None:
+            session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=text.strip()[:60])
+        elif session not in self._incognito:
+            try:
+                self.workspace.vault.get("session", session)
+            except NotFound:
+                raise NotFound(f"no session '{session}'; start a new one by leaving session out") from None
+        incognito = session in self._incognito
+        if not self.workspace.watching:
+            self.workspace.index.sync()
+        with self.session_lock(session):
+            ctx = self.context(incognito=incognito, channel=channel, session=session)
+            earlier = history(self.messages_of(session))
+            self.record(session, transcript.Message("user", iso(self.clock()), text))
+            messages: list[Message] = [
+                {"role": "system", "content": self.system_prompt(ctx, text)},
+                *earlier,
+                {"role": "user", "content": text},
+            ]
+            offered = self.registry.offered(ctx)
+            result = run_loop(
+                self.llm,
+                "chat",
+                messages,
+                offered,
+                ctx,
+                tool_choice=tool_choice,
+                on_message=lambda m: self.record(session, to_transcript(m, iso(self.clock()))),
+            )
+        return TurnResult(
+            session,
+            result.text,
+            ctx.memory_allowed,
+            incognito,
+            ctx.untrusted,
+            list(ctx.state.held),
+            result.calls,
+            result.offered,
+        )
+
+
+def open_agent(workspace: Workspace, environ: Mapping[str, str]) -> Agent:
+    """The agent of a process: its model client and every tool the process has."""
+    return Agent(workspace, LLM(workspace.settings, environ), build_registry(workspace.settings))
