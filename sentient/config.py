@@ -28,6 +28,7 @@ class ModelRole(_Section):
     model: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
+    timeout: float | None = Field(default=None, gt=0)  # seconds per model call; llm.py has the default
 
 
 class Models(_Section):

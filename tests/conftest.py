@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+pytest_plugins = ["tests.scripted"]  # the `scripted` model fixture; imports litellm after the line above
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VAULTS = FIXTURES / "vaults"

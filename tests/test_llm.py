@@ -1,0 +1,391 @@
+"""sentient.llm through the real litellm path: the scripted model, and real sockets for the
+unreachable and unknown-model cases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import litellm
+import pytest
+
+from sentient.config import Settings
+from sentient.llm import DEFAULT_TIMEOUT, LLM, ContextTooLong, Endpoint, LLMError, LLMUnavailable, Reply, ToolCall
+from tests.scripted import (
+    MODEL,
+    NOTHING_QUEUED,
+    Scripted,
+    ScriptedReply,
+    call,
+    calls,
+    raw_call,
+    text,
+)
+
+USER = [{"role": "user", "content": "Who is Anika?"}]
+
+
+def schema(name: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"the {name} tool",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+
+
+def make_llm(
+    model: str = MODEL, environ: dict[str, str] | None = None, sleeps: list[float] | None = None, **role: Any
+) -> LLM:
+    settings = Settings(model=model, models={"chat": role} if role else {})
+    return LLM(settings, environ or {}, sleep=(sleeps if sleeps is not None else []).append)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_text_reply(scripted: Scripted) -> None:
+    scripted.queue(text("Anika is a teacher."))
+    reply = make_llm().complete("chat", USER)
+    assert reply.text == "Anika is a teacher."
+    assert reply.tool_calls == ()
+    assert reply.model == MODEL
+    assert reply.finish_reason == "stop"
+    assert reply.usage["total_tokens"] > 0
+
+
+def test_tool_call_reply_is_parsed(scripted: Scripted) -> None:
+    scripted.queue(calls(call("memory_recall", query="Anika", limit=3), call("web_fetch", url="https://a.example")))
+    reply = make_llm().complete("chat", USER, [schema("memory_recall"), schema("web_fetch")])
+    assert reply.finish_reason == "tool_calls"
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("memory_recall", {"query": "Anika", "limit": 3}),
+        ("web_fetch", {"url": "https://a.example"}),
+    ]
+    assert all(c.id and c.arguments_error is None for c in reply.tool_calls)
+
+
+def test_malformed_arguments_are_kept_raw_with_the_reason(scripted: Scripted) -> None:
+    scripted.queue(raw_call("memory_recall", '{"query": "Ani'), raw_call("memory_recall", "[1, 2]"))
+    llm = make_llm()
+    broken = llm.complete("chat", USER, [schema("memory_recall")]).tool_calls[0]
+    assert (broken.name, broken.arguments, broken.raw_arguments) == ("memory_recall", {}, '{"query": "Ani')
+    assert broken.arguments_error is not None and broken.arguments_error.startswith("not valid JSON")
+    listed = llm.complete("chat", USER, [schema("memory_recall")]).tool_calls[0]
+    assert listed.arguments_error == "a JSON object is needed, not list"
+
+
+def test_request_records_messages_offered_tools_and_choice(scripted: Scripted) -> None:
+    messages = [{"role": "system", "content": "Be brief."}, *USER]
+    make_llm().complete(
+        "chat",
+        messages,
+        [schema("memory_recall"), schema("web_fetch")],
+        tool_choice={"type": "function", "function": {"name": "memory_recall"}},
+    )
+    request = scripted.requests[0]
+    assert request["model"] == MODEL
+    assert request["messages"] == messages
+    assert scripted.offered_tools == [["memory_recall", "web_fetch"]]
+    assert request["tool_choice"] == {"type": "function", "function": {"name": "memory_recall"}}
+    assert "Be brief." in scripted.all_prompt_text()
+    assert "the web_fetch tool" in scripted.all_prompt_text()
+
+
+def test_reply_goes_back_as_an_assistant_message(scripted: Scripted) -> None:
+    scripted.queue(call("memory_recall", query="Anika"), text("A teacher."))
+    llm = make_llm()
+    first = llm.complete("chat", USER, [schema("memory_recall")])
+    tool_call = first.tool_calls[0]
+    followup = [*USER, first.as_message(), {"role": "tool", "tool_call_id": tool_call.id, "content": "teacher"}]
+    assert llm.complete("chat", followup, [schema("memory_recall")]).text == "A teacher."
+    sent = scripted.requests[1]["messages"][1]
+    assert sent["tool_calls"][0]["id"] == tool_call.id
+    assert json.loads(sent["tool_calls"][0]["function"]["arguments"]) == {"query": "Anika"}
+
+
+def test_nothing_queued_answers_a_default_and_is_noted(scripted: Scripted) -> None:
+    scripted.queue("first")
+    llm = make_llm()
+    assert llm.complete("chat", USER).text == "first"
+    assert llm.complete("chat", USER).text == NOTHING_QUEUED
+    assert scripted.unscripted == [1]
+
+
+def test_a_responder_answers_from_the_request(scripted: Scripted) -> None:
+    scripted.queue(lambda request: text(f"you offered {', '.join(request['tools'])}"))
+    reply = make_llm().complete("chat", USER, [schema("memory_recall"), schema("notify")])
+    assert reply.text == "you offered memory_recall, notify"
+
+
+def test_transient_error_is_retried_after_a_pause(scripted: Scripted) -> None:
+    sleeps: list[float] = []
+    scripted.fail()
+    scripted.queue(text("back again"))
+    reply = make_llm(sleeps=sleeps).complete("chat", USER)
+    assert reply.text == "back again"
+    assert sleeps == [0.5]
+    assert len(scripted.requests) == 2
+
+
+def test_retries_run_out_into_llm_unavailable(scripted: Scripted) -> None:
+    sleeps: list[float] = []
+    scripted.fail(litellm.ServiceUnavailableError(message="overloaded", llm_provider="scripted", model="test"))
+    scripted.fail().fail()
+    scripted.queue(text("too late"))
+    with pytest.raises(LLMUnavailable) as caught:
+        make_llm(sleeps=sleeps).complete("chat", USER)
+    assert caught.value.message == (
+        "no model answers at scripted/test (scripted): check the network connection, or set model: in sentient.yaml"
+    )
+    assert sleeps == [0.5, 1.0]
+    assert scripted.pending == 1
+
+
+def test_refused_key_is_not_retried_and_names_the_variable(scripted: Scripted) -> None:
+    sleeps: list[float] = []
+    scripted.fail(litellm.AuthenticationError(message="bad key", llm_provider="scripted", model="test"))
+    llm = make_llm(environ={"SCRIPTED_KEY": "k-1"}, sleeps=sleeps, api_key_env="SCRIPTED_KEY")
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("chat", USER)
+    assert caught.value.status == 503
+    assert caught.value.message == (
+        "the provider refused the key for scripted/test (bad key): set SCRIPTED_KEY, "
+        "or name your key's variable in models.chat.api_key_env in sentient.yaml"
+    )
+    assert sleeps == [] and len(scripted.requests) == 1
+
+
+def test_bad_request_is_an_llm_error_without_retry(scripted: Scripted) -> None:
+    scripted.fail(litellm.BadRequestError(message="tools[0] is invalid", llm_provider="scripted", model="test"))
+    with pytest.raises(LLMError) as caught:
+        make_llm().complete("chat", USER)
+    assert not isinstance(caught.value, LLMUnavailable)
+    assert caught.value.message == (
+        "scripted/test refused the request (tools[0] is invalid); if this persists, set model: in sentient.yaml"
+    )
+    assert len(scripted.requests) == 1
+
+
+def test_context_window_exceeded_is_its_own_error(scripted: Scripted) -> None:
+    scripted.fail(litellm.ContextWindowExceededError(message="too long", llm_provider="scripted", model="test"))
+    with pytest.raises(ContextTooLong):
+        make_llm().complete("chat", USER)
+
+
+def test_timeout_says_how_long_was_waited(scripted: Scripted) -> None:
+    scripted.fail(litellm.Timeout(message="slow", llm_provider="scripted", model="test"))
+    llm = LLM(Settings(model=MODEL), {}, retries=0)
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("chat", USER, timeout=5)
+    assert caught.value.message.startswith("scripted/test did not answer within 5 s: ")
+    assert "models.chat.timeout" in caught.value.message
+
+
+def test_timeout_comes_from_the_call_then_the_role_then_the_default(scripted: Scripted) -> None:
+    make_llm(timeout=7.5).complete("chat", USER, timeout=2)
+    make_llm(timeout=7.5).complete("chat", USER)
+    make_llm().complete("chat", USER)
+    assert [r["timeout"] for r in scripted.requests] == [2, 7.5, DEFAULT_TIMEOUT]
+
+
+def test_stopping_a_stream_early_lets_go_of_it(scripted: Scripted) -> None:
+    scripted.queue(text("a long answer that arrives in several pieces"), text("next"))
+    llm = make_llm()
+    pieces = llm.stream_complete("chat", USER)
+    assert next(pieces) == "a long a"
+    pieces.close()
+    assert llm.complete("chat", USER).text == "next"
+
+
+def test_arguments_that_did_not_parse_go_back_as_an_empty_object(scripted: Scripted) -> None:
+    scripted.queue(raw_call("memory_recall", '{"query": '))
+    reply = make_llm().complete("chat", USER, [schema("memory_recall")])
+    assert reply.as_message()["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert reply.as_message()["content"] is None
+
+
+def test_unreachable_server_names_the_model_and_the_fix() -> None:
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    llm = make_llm(model="openai/whatever", environ={"KEY": "k"}, api_base=base, api_key_env="KEY")
+    started = time.monotonic()
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("chat", USER, timeout=5)
+    assert time.monotonic() - started < 3
+    assert caught.value.message == (
+        f"no model answers at openai/whatever ({base}): start the server at {base}, "
+        "or set model: in sentient.yaml (and api_base:)"
+    )
+
+
+class _NoSuchModel(BaseHTTPRequestHandler):
+    """Answers like Ollama does for a model that was never pulled."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = json.dumps({"error": 'model "qwen3:8b" not found, try pulling it first'}).encode()
+        self.send_response(404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def ollama_without_models() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoSuchModel)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_unknown_model_says_how_to_pull_it(ollama_without_models: str) -> None:
+    sleeps: list[float] = []
+    llm = make_llm(model="ollama_chat/qwen3:8b", sleeps=sleeps, api_base=ollama_without_models)
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("chat", USER, timeout=5)
+    assert caught.value.message == (
+        f"model ollama_chat/qwen3:8b is not known to {ollama_without_models}: "
+        "pull it (`ollama pull qwen3:8b`) or set model: in sentient.yaml"
+    )
+    assert sleeps == []
+
+
+def test_model_without_a_provider_says_how_to_write_it() -> None:
+    with pytest.raises(LLMUnavailable) as caught:
+        make_llm(model="qwen3-8b").complete("chat", USER)
+    assert caught.value.message.startswith("model qwen3-8b names no provider litellm knows: write it as provider/name")
+
+
+def test_streaming_yields_deltas_then_the_whole_reply(scripted: Scripted) -> None:
+    said = "Anika teaches at a school in Mysuru."
+    scripted.queue(ScriptedReply(text=said, calls=calls(call("memory_recall", query="Anika"), call("notify")).calls))
+    pieces = list(make_llm().stream_complete("chat", USER, [schema("memory_recall"), schema("notify")]))
+    deltas, final = pieces[:-1], pieces[-1]
+    assert len(deltas) > 1 and all(isinstance(d, str) for d in deltas)
+    assert "".join(str(d) for d in deltas) == said
+    assert isinstance(final, Reply)
+    assert final.text == said
+    assert final.finish_reason == "tool_calls"
+    assert [(c.name, c.arguments) for c in final.tool_calls] == [("memory_recall", {"query": "Anika"}), ("notify", {})]
+    assert scripted.requests[0]["stream"] is True
+
+
+def test_complete_with_stream_returns_the_assembled_reply(scripted: Scripted) -> None:
+    scripted.queue(call("memory_recall", query="Anika"))
+    reply = make_llm().complete("chat", USER, [schema("memory_recall")], stream=True)
+    assert reply.tool_calls[0].name == "memory_recall"
+    assert reply.tool_calls[0].arguments == {"query": "Anika"}
+
+
+def test_streaming_retries_before_the_first_chunk(scripted: Scripted) -> None:
+    sleeps: list[float] = []
+    scripted.fail()
+    scripted.queue(text("streamed"))
+    pieces = list(make_llm(sleeps=sleeps).stream_complete("chat", USER))
+    assert pieces[-1] == Reply("streamed", (), MODEL, "stop", pieces[-1].usage)  # type: ignore[union-attr]
+    assert sleeps == [0.5]
+
+
+def test_api_key_env_reads_the_passed_environ(scripted: Scripted, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRIPTED_KEY", "from-the-process")
+    with pytest.raises(LLMUnavailable) as caught:
+        make_llm(api_key_env="SCRIPTED_KEY").complete("chat", USER)
+    assert caught.value.message.startswith("models.chat.api_key_env names SCRIPTED_KEY, which is not set")
+    make_llm(environ={"SCRIPTED_KEY": "from-the-caller"}, api_key_env="SCRIPTED_KEY").complete("chat", USER)
+    assert scripted.requests[0]["api_key"] == "from-the-caller"
+
+
+def test_roles_use_their_own_model_and_api_base(scripted: Scripted) -> None:
+    settings = Settings(model=MODEL, models={"helper": {"model": "scripted/helper", "api_base": "http://h.example"}})
+    llm = LLM(settings, {})
+    llm.complete("chat", USER)
+    assert llm.complete("helper", USER).model == "scripted/helper"
+    assert [(r["model"], r["api_base"]) for r in scripted.requests] == [
+        (MODEL, None),
+        ("scripted/helper", "http://h.example"),
+    ]
+
+
+def test_local_model_without_the_embedded_runtime_says_what_to_do() -> None:
+    with pytest.raises(LLMUnavailable) as caught:
+        make_llm(model="local").complete("chat", USER)
+    assert "embedded model" in caught.value.message
+    assert "ollama_chat/qwen3:8b" in caught.value.message
+
+
+def test_resolver_routes_a_local_model(scripted: Scripted) -> None:
+    seen: list[str] = []
+
+    def resolver(model: str) -> Endpoint | None:
+        seen.append(model)
+        return Endpoint("scripted/embedded", "http://127.0.0.1:1") if model.startswith("local") else None
+
+    llm = LLM(Settings(model="local:/models/tiny.gguf"), {}, resolver=resolver)
+    reply = llm.complete("chat", USER)
+    assert reply.model == "local:/models/tiny.gguf"
+    assert seen == ["local:/models/tiny.gguf"]
+    assert scripted.requests[0]["model"] == "scripted/embedded"
+
+
+def test_count_tokens_is_a_positive_int() -> None:
+    many = [{"role": "user", "content": "word " * 200}]
+    for model in (MODEL, "local", "openai/gpt-4o-mini"):
+        llm = make_llm(model=model)
+        assert isinstance(llm.count_tokens("chat", USER), int)
+        assert 0 < llm.count_tokens("chat", USER) < llm.count_tokens("chat", many)
+
+
+def test_ping_makes_a_one_token_call(scripted: Scripted) -> None:
+    ok, message = make_llm().ping("chat")
+    assert ok and message.startswith("scripted/test answers (")
+    assert scripted.requests[0]["params"]["max_tokens"] == 1
+
+
+def test_ping_reports_what_to_do_without_retrying(scripted: Scripted) -> None:
+    sleeps: list[float] = []
+    scripted.fail()
+    ok, message = make_llm(sleeps=sleeps).ping("chat")
+    assert not ok
+    assert message.startswith("no model answers at scripted/test")
+    assert sleeps == []
+
+
+def test_scripted_model_answers_async_streams_with_tool_calls(scripted: Scripted) -> None:
+    """The API server streams through litellm.acompletion: the scripted model serves it too."""
+    scripted.queue(ScriptedReply(text="Looking.", calls=call("memory_recall", query="Anika").calls))
+
+    async def run() -> tuple[str, list[ToolCall]]:
+        stream = await litellm.acompletion(model=MODEL, messages=USER, tools=[schema("memory_recall")], stream=True)
+        said, pieces = "", {}
+        async for chunk in stream:
+            delta = chunk.choices[0].delta
+            said += delta.content or ""
+            for piece in delta.tool_calls or ():
+                name, args = pieces.get(piece.index, ("", ""))
+                pieces[piece.index] = (name or piece.function.name or "", args + (piece.function.arguments or ""))
+        return said, [ToolCall(str(i), n, json.loads(a)) for i, (n, a) in pieces.items()]
+
+    said, tool_calls = asyncio.run(run())
+    assert said == "Looking."
+    assert [(c.name, c.arguments) for c in tool_calls] == [("memory_recall", {"query": "Anika"})]
