@@ -22,7 +22,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 
 def _install(extras: str) -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 (run.py may be started by an older python3)
         sys.exit(f"Sentient needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not (BIN / "python").exists():
         print(f"creating {VENV}", flush=True)

@@ -6,13 +6,15 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from sentient.config import Settings, load_settings
 from sentient.doctor import examine
 from sentient.errors import SentientError
+from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, list_entries
+from sentient.threats import scan
 from sentient.vault.kinds import KINDS
 from sentient.vault.layout import init_vault
 from sentient.workspace import Workspace, open_workspace
@@ -120,6 +122,12 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
     print(f"vault {diagnosis.vault}: {held or 'empty'}")
     for note in diagnosis.notes:
         print(note)
+    if diagnosis.flagged:
+        print(f"\n{len(diagnosis.flagged)} file(s) read like instructions; they are kept but never shown to the model:")
+        for entry in diagnosis.flagged:
+            state = "allowed by you at this revision" if entry.allowed else "withheld"
+            print(f"  ! {entry.path}  [{', '.join(entry.patterns)}]  {state}")
+        print("  Review each; if one is fine, allow it: sentient memory allow ID")
     if diagnosis.problems:
         print(f"\n{len(diagnosis.problems)} file(s) could not be read and are left out:")
         for problem in diagnosis.problems:
@@ -130,12 +138,104 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
     return 0
 
 
+def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
+    flagged_any = False
+    for name, text in read_inputs(args.paths):
+        findings = scan(text, workspace.judge.patterns)
+        flagged_any = flagged_any or bool(findings)
+        if args.json:
+            print(json.dumps({"input": name, "flagged": bool(findings),
+                              "findings": [{"pattern": f.pattern_id, "class": f.class_, "description": f.description,
+                                            "excerpt": f.excerpt} for f in findings]}, ensure_ascii=False))
+            continue
+        if not findings:
+            print(f"{name}: clean")
+            continue
+        print(f"{name}: FLAGGED")
+        for finding in findings:
+            print(f"    {finding.pattern_id} ({finding.class_}): {finding.excerpt}")
+    return 1 if flagged_any else 0
+
+
+def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """(name, text) of each input: '-' is stdin, a folder means every text file in it."""
+    for raw in paths or ["-"]:
+        if raw == "-":
+            yield "<stdin>", sys.stdin.read()
+            continue
+        path = Path(raw)
+        files = sorted(p for p in path.rglob("*") if p.is_file() and ".git" not in p.parts
+                       and ".sentient" not in p.parts) if path.is_dir() else [path]
+        for file in files:
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                raise SentientError(f"{file}: cannot be read ({exc.strerror})") from None
+            if b"\x00" in data:
+                continue
+            yield str(file), data.decode("utf-8", errors="replace")
+
+
+def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
+    entries = list_entries(workspace, category=args.category, scope=args.scope, flagged_only=args.flagged)
+    if args.json:
+        print(json.dumps([e.as_dict() for e in entries], ensure_ascii=False, indent=2))
+        return 0
+    for entry in entries:
+        mark = "!" if entry.withheld else ("~" if entry.flagged else " ")
+        print(f"{mark} {entry.id:<32} {entry.title}")
+        if entry.flagged:
+            state = "allowed at this revision" if entry.allowed else "flagged, withheld from the model"
+            print(f"    {state}: {', '.join(entry.patterns)}  ({entry.path})")
+    flagged = sum(e.withheld for e in entries)
+    print(f"{len(entries)} entries" + (f", {flagged} flagged (see `sentient memory show ID`)" if flagged else ""))
+    return 0
+
+
+def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
+    entry = get_entry(workspace, args.id)
+    if args.json:
+        print(json.dumps(entry.as_dict(body=True), ensure_ascii=False, indent=2))
+        return 0
+    print(entry.title)
+    print(f"{entry.path} · {entry.category or '-'} · {entry.scope or '-'} · source {entry.source or '-'}")
+    print(f"revision {entry.revision}" + ("  (edited outside the app)" if entry.edited_outside else ""))
+    if entry.flagged:
+        state = "allowed by you at this revision" if entry.allowed else "WITHHELD from the model"
+        print(f"! reads like instructions ({', '.join(entry.patterns)}): {state}")
+    print()
+    print(entry.body, end="" if entry.body.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_memory_add(args: argparse.Namespace, workspace: Workspace) -> int:
+    body = sys.stdin.read() if args.text == "-" else args.text
+    meta = {"category": args.category, "scope": args.scope}
+    entry = create_entry(workspace, title=args.title, body=body, id=args.id, meta=meta)
+    print(f"saved memory {entry.id} ({entry.path})")
+    if entry.flagged:
+        print(f"! it reads like instructions ({', '.join(entry.patterns)}): kept, but withheld from the model")
+    return 0
+
+
+def cmd_memory_forget(args: argparse.Namespace, workspace: Workspace) -> int:
+    print(f"forgot memory {args.id} (removed {forget_entry(workspace, args.id)})")
+    return 0
+
+
+def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
+    entry = allow_entry(workspace, args.id, args.revision)
+    print(f"allowed memory {entry.id} at {entry.revision}; an edit will judge it again")
+    return 0
+
+
 # --- parser -----------------------------------------------------------------------------
 
 Command = Callable[[argparse.Namespace, Workspace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
+    """The command line. With memory absent from the process there is no `memory` command."""
     parser = argparse.ArgumentParser(
         prog="sentient",
         description="A personal knowledge agent whose memory is a vault of markdown files.",
@@ -158,18 +258,71 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(handler=cmd_search)
 
-    doctor = sub.add_parser("doctor", help="report unreadable files and what to do")
+    doctor = sub.add_parser("doctor", help="report unreadable and flagged files and what to do")
     doctor.set_defaults(handler=cmd_doctor)
+
+    scan_cmd = sub.add_parser("scan", help="judge any text with the threat patterns")
+    scan_cmd.add_argument("paths", nargs="*", help="files, folders, or - for stdin (default)")
+    scan_cmd.add_argument("--json", action="store_true", help="one JSON object per input")
+    scan_cmd.set_defaults(handler=cmd_scan)
+    if memory:
+        add_memory_commands(sub)
     return parser
 
 
+def add_memory_commands(sub: Any) -> None:
+    """`sentient memory ...`: only where memory exists in the process."""
+    memory = sub.add_parser("memory", help="list, show, add, forget and allow memory entries")
+    verbs = memory.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="every entry, flagged ones marked")
+    listing.add_argument("--category")
+    listing.add_argument("--scope")
+    listing.add_argument("--flagged", action="store_true", help="only flagged entries")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_memory_list)
+    show = verbs.add_parser("show", help="one entry in full, with its judgment")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_memory_show)
+    add = verbs.add_parser("add", help="write a new entry")
+    add.add_argument("title")
+    add.add_argument("text", help="the entry's text, or - to read it from stdin")
+    add.add_argument("--id", help="its id (default: made from the title)")
+    add.add_argument("--category", default="general")
+    add.add_argument("--scope", default="global")
+    add.set_defaults(handler=cmd_memory_add)
+    forget = verbs.add_parser("forget", help="remove an entry's file")
+    forget.add_argument("id")
+    forget.set_defaults(handler=cmd_memory_forget)
+    allow = verbs.add_parser("allow", help="let exactly this revision of a flagged entry through")
+    allow.add_argument("id")
+    allow.add_argument("--revision", help="the revision you looked at (refused if it changed since)")
+    allow.set_defaults(handler=cmd_memory_allow)
+
+
+def _settings_for(argv: list[str]) -> Settings:
+    """Settings of the vault the arguments name, read before the full parse (memory may be
+    absent from the process, and then so are its commands)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--vault", type=Path)
+    known, _ = pre.parse_known_args(argv)
+    return load_settings(known.vault, os.environ)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        settings: Settings | None = _settings_for(argv)
+        failure: SentientError | None = None
+    except SentientError as exc:  # reported below unless the command needs no vault (init, --help)
+        settings, failure = None, exc
+    parser = build_parser(memory=settings is None or settings.features.memory)
     args = parser.parse_args(argv)
     try:
         if args.command == "init":
             return cmd_init(args)
-        settings: Settings = load_settings(args.vault, os.environ)
+        if settings is None:
+            raise failure or SentientError("no vault")
         handler: Command = args.handler
         with open_workspace(settings) as workspace:
             return handler(args, workspace)

@@ -47,6 +47,8 @@ class Limits(_Section):
 
 class ChatSettings(_Section):
     incognito_uses_memory: bool = False
+    context_tokens: int = Field(default=6000, ge=200)  # a session's history budget; over it, compact
+    keep_messages: int = Field(default=6, ge=2)  # recent messages kept verbatim by compaction
 
 
 class ApiSettings(_Section):
@@ -63,6 +65,11 @@ class NotifySettings(_Section):
     webhook_url: str | None = None  # where notify(text) posts JSON {"text": ...}
 
 
+class ThreatSettings(_Section):
+    patterns: list[dict[str, Any]] = []  # extra patterns of this vault (docs/security.md)
+    file: str | None = None  # a YAML file of extra patterns, relative to the vault
+
+
 class Settings(_Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
@@ -75,6 +82,7 @@ class Settings(_Section):
     api: ApiSettings = ApiSettings()
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
+    threats: ThreatSettings = ThreatSettings()
 
     @property
     def state_dir(self) -> Path:

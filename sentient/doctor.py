@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sentient.memory import EntryView, flagged_everywhere
 from sentient.vault import Problem
 from sentient.vault.kinds import KINDS
 from sentient.workspace import Workspace
@@ -15,6 +16,7 @@ class Diagnosis:
     vault: str
     counts: dict[str, int]
     problems: list[Problem]
+    flagged: list[EntryView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -31,4 +33,5 @@ def examine(workspace: Workspace) -> Diagnosis:
         vault=str(workspace.vault.root),
         counts={name: counts.get(name, 0) for name in KINDS},
         problems=index.problems(),
+        flagged=flagged_everywhere(workspace),
     )

@@ -17,8 +17,8 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Container, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -33,6 +33,7 @@ SCHEMA_VERSION = 1
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
+OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index into one segment
 FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
 
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
@@ -146,6 +147,8 @@ class _Batch:
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Replace the rows of every path touched: old FTS entries out, new rows and entries in."""
+        if not (self.documents or self.problems or self.deleted):
+            return
         conn.execute("DELETE FROM temp.touched")
         conn.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?)",
                          [(rel,) for rel in (*self.documents, *self.problems, *self.deleted)])
@@ -181,6 +184,7 @@ class Index:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._generation = 0
+        self._version = 0  # bumped by every write that changed rows, for the caches above us
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
         self._writer = self._open()
 
@@ -274,16 +278,27 @@ class Index:
         and _Reset raised, so the caller can fill it again."""
         with self._lock:
             try:
+                before = self._writer.total_changes
                 self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
                 self._writer.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._writer.in_transaction:
-                    self._writer.execute("ROLLBACK")
+                if self._writer.total_changes != before:
+                    self._version += 1
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    if self._writer.in_transaction:
+                        self._writer.execute("ROLLBACK")
+                if not isinstance(exc, sqlite3.Error):
+                    raise
                 if not _is_corrupt(exc):
                     raise self._unavailable(exc) from None
                 self._reset()
                 raise _Reset from None
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever this index's rows change: a key for caches of what it holds."""
+        return (self._generation, self._version)
 
     def sync(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Bring the index up to date with the files; re-read only what changed on disk.
@@ -301,6 +316,8 @@ class Index:
             return self._sync(progress, rebuild=True)
 
     def _sync(self, progress: Callable[[int, int], None] | None, *, rebuild: bool) -> SyncReport:
+        """Files are read outside transactions and written in batches, so another process's writer
+        waits one batch at most; this process's own writers wait for the whole sync (self._lock)."""
         start = time.perf_counter()
         groups: dict[tuple[str, str], list[Found]] = {}
         for found in self.vault.walk():
@@ -308,44 +325,60 @@ class Index:
         total, done, reported = sum(len(founds) for founds in groups.values()), 0, 0
         counts: Counter[str] = Counter()
         batch = _Batch()
-        if self._corrupt:
-            self._reset()
-        with self._writing() as conn:
-            if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
-                self._create(conn)
-                conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
-            documents = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size FROM documents")}
-            problems = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems")}
+        with self._lock:
+            if self._corrupt:
+                self._reset()
+            with self._writing() as conn:
+                if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
+                    self._create(conn)
+                    conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
+                documents = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size FROM documents")}
+                problems = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems")}
             gone = documents.keys() | problems.keys()
             for founds in groups.values():
-                gone.difference_update(str(found.rel) for found in founds)
-                counts.update(self._plan(founds, documents, problems, batch))
-                if len(batch) >= BATCH:  # commit now and then: a huge first index keeps its progress
-                    batch.flush(conn)
-                    conn.execute("COMMIT")
-                    conn.execute("BEGIN IMMEDIATE")
                 done += len(founds)
                 if progress is not None and (done - reported >= 256 or done == total):
                     progress(done, total)
                     reported = done
+                rel = str(founds[0].rel)
+                gone.discard(rel)
+                if len(founds) == 1:  # the common case, kept lean: no read when (mtime_ns, size) match
+                    state = (founds[0].mtime_ns, founds[0].size)
+                    if documents.get(rel) == state or problems.get(rel) == (*state, 0):
+                        counts["unchanged"] += 1
+                        continue
+                gone.difference_update(str(found.rel) for found in founds[1:])
+                counts.update(self._plan(founds, documents, batch))
+                if len(batch) >= BATCH:
+                    self._flush(batch)
             batch.deleted.update(gone)
             counts["removed"] += len(gone & documents.keys())
-            batch.flush(conn)
-            problem_count = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+            # after many changes, merge the FTS index into one segment: searches read less, and the
+            # watcher's small writes then merge with small segments only (no 40 ms stalls)
+            optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
+            problem_count = self._flush(batch, optimize=optimize)
         if progress is not None and total == 0:
             progress(0, 0)
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
+
+    def _flush(self, batch: _Batch, *, optimize: bool = False) -> int:
+        """Write a batch in one transaction; returns the number of problems now stored."""
+        with self._writing() as conn:
+            batch.flush(conn)
+            if optimize:
+                conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
+            count: int = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+        return count
 
     @staticmethod
     def _meta(conn: sqlite3.Connection, name: str) -> str | None:
         row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
-    def _plan(self, founds: list[Found], documents: Mapping[str, tuple[int, ...]],
-              problems: Mapping[str, tuple[int, ...]], batch: _Batch) -> list[str]:
-        """Add what the files claiming one (kind, key) need to `batch`; returns what happens to each.
-        `documents` and `problems` hold the stored (mtime_ns, size[, duplicate]) of each path."""
+    def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch) -> list[str]:
+        """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
+        `documents` holds the paths indexed now."""
         rels = [str(found.rel) for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
             reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
@@ -354,20 +387,20 @@ class Index:
                                        "Rename all but one, so each id names one file", found.mtime_ns, found.size, 1)
             return ["removed" if rel in documents else "problem" for rel in rels]
         found, rel = founds[0], rels[0]
-        state = (found.mtime_ns, found.size)
-        if documents.get(rel) == state or problems.get(rel) == (*state, 0):
-            return ["unchanged"]
         try:
-            document = self.vault.read(found.kind, found.key, found.path)
+            batch.documents[rel] = self._row(rel, found, self.vault.read(found.kind, found.key, found.path))
         except BadFile as exc:
             batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
             return ["removed" if rel in documents else "problem"]
-        batch.documents[rel] = self._row(rel, found, document)
         return ["updated" if rel in documents else "added"]
 
     def _row(self, rel: str, found: Found, document: Document) -> tuple[Any, ...]:
         meta = document.meta
-        threat = self._judge(document) if self._judge is not None else meta.get("threat")
+        try:
+            threat = self._judge(document) if self._judge is not None else meta.get("threat")
+        except Exception as exc:  # an entry that cannot be judged stays out of search, the rest index
+            raise BadFile(found.path, f"could not be checked for threats ({type(exc).__name__}: {exc})",
+                          "Report this as a bug; the entry stays out of search until it can be checked") from exc
         updated = meta.get("updated") or meta.get("finished") or meta.get("started") or meta.get("created")
         return (rel, found.kind, found.key, found.mtime_ns, found.size, document.revision, document.stored_revision,
                 document.title, json.dumps(dict(meta), default=str, ensure_ascii=False), document.body,
@@ -393,16 +426,15 @@ class Index:
             return
         kind, key = found
         batch = _Batch()
-        with self._writing() as conn:
-            rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 "
-                                "UNION SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
-            indexed = {rel: () for rel, is_document in rows if is_document}  # no stored state: read again
-            rels = {*indexed, *(r[0] for r in rows), PurePosixPath(path.resolve().relative_to(self.vault.root))
-                    .as_posix()}
+        with self._writing() as conn:  # one transaction: the file is read inside it, under 5 ms
+            rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 UNION "
+                                "SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
+            indexed = {rel for rel, is_document in rows if is_document}
+            rels = {rel for rel, _ in rows} | {path.resolve().relative_to(self.vault.root).as_posix()}
             founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
             batch.deleted.update(rels - {str(f.rel) for f in founds})
             if founds:
-                self._plan(founds, indexed, {}, batch)
+                self._plan(founds, indexed, batch)
             batch.flush(conn)
 
     def _stat(self, rel: str, kind: str, key: str) -> Found | None:
@@ -451,14 +483,23 @@ class Index:
         return hits
 
     def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
-        sql = (f"SELECT d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), "
-               f"bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS rank, d.scope, d.category, d.updated, d.revision, "
-               f"d.untrusted, d.threat FROM documents_fts JOIN documents d ON d.id = documents_fts.rowid "
-               f"WHERE documents_fts MATCH ?{clauses} ORDER BY rank LIMIT ?")
+        """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a re-tokenise)."""
+        join = " JOIN documents d ON d.id = documents_fts.rowid" if clauses else ""
+        rank = (f"SELECT documents_fts.rowid, bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS score FROM documents_fts"
+                f"{join} WHERE documents_fts MATCH ?{clauses} ORDER BY score LIMIT ?")
         with self._reading() as conn:
-            rows = conn.execute(sql, [match, *params, limit]).fetchall()
-        return [Hit(r[0], r[1], self.vault.root / r[2], r[3], r[4], -r[5], r[6], r[7], r[8], r[9], bool(r[10]),
-                    _loads(r[11])) for r in rows]
+            scores = dict(conn.execute(rank, [match, *params, limit]).fetchall())
+            if not scores:
+                return []
+            marks = ", ".join("?" for _ in scores)
+            rows = conn.execute(
+                "SELECT d.id, d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), d.scope, "
+                "d.category, d.updated, d.revision, d.untrusted, d.threat FROM documents_fts JOIN documents d "
+                f"ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND documents_fts.rowid IN ({marks})",
+                [match, *scores]).fetchall()
+        hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
+                    bool(r[10]), _loads(r[11])) for r in rows]
+        return sorted(hits, key=lambda hit: -hit.score)
 
     def get(self, kind: str, key: str) -> IndexedDoc | None:
         rows = self._select("WHERE kind = ? AND key = ?", (kind, key))

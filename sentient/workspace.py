@@ -1,5 +1,5 @@
-"""Workspace: one vault opened with its settings, index and judge. Made at an entry point
-(CLI command, server lifespan) and passed down; closed when that entry point ends."""
+"""Workspace: one vault opened with its settings, threat judge and index. Made at an entry
+point (CLI command, server lifespan) and passed down; closed when that entry point ends."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from types import TracebackType
 
 from sentient.config import Settings
 from sentient.index import Index, IndexedDoc
+from sentient.threats import PatternSet, ThreatJudge, allowed_revision
 from sentient.vault import Document, Vault
 
 
@@ -15,24 +16,38 @@ from sentient.vault import Document, Vault
 class Workspace:
     settings: Settings
     vault: Vault
+    judge: ThreatJudge
+    watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
     _index: Index | None = field(default=None, repr=False)
 
     @property
     def index(self) -> Index:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
-            self._index = Index(self.vault)
+            self._index = Index(self.vault, judge=self.judge, judge_version=self.judge_fingerprint)
         return self._index
 
-    watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
+    @property
+    def judge_fingerprint(self) -> str:
+        return self.judge.patterns.fingerprint
+
+    def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
+        """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
+        patterns; a cache lookup when the revision was judged before."""
+        judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
+        threat = item.meta.get("threat")
+        allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
+        if isinstance(item, Document):
+            allowed = allowed_revision(item)
+        return judgment.flagged, judgment.patterns, judgment.withheld(allowed if isinstance(allowed, str) else None)
 
     def visible(self, item: IndexedDoc | Document) -> bool:
-        """May this entry's text reach a model? Re-judged with the current patterns."""
-        return True
+        """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
+        return not self.judgment_of(item)[2]
 
     def judge_text(self, text: str) -> bool:
         """True when the text reads like instructions (the current patterns match)."""
-        return False
+        return self.judge.judge(text).flagged
 
     def close(self) -> None:
         if self._index is not None:
@@ -51,6 +66,13 @@ class Workspace:
         self.close()
 
 
+def load_patterns(settings: Settings) -> PatternSet:
+    """The packaged pattern set plus the vault's own (sentient.yaml `threats:`)."""
+    extra_file = settings.vault / settings.threats.file if settings.threats.file else None
+    return PatternSet.load(settings.threats.patterns or None, extra_file)
+
+
 def open_workspace(settings: Settings) -> Workspace:
-    vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes)
-    return Workspace(settings, vault)
+    judge = ThreatJudge(load_patterns(settings))
+    vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
+    return Workspace(settings, vault, judge)

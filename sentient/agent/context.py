@@ -15,7 +15,7 @@ from sentient.config import Settings
 if TYPE_CHECKING:
     from sentient.agent.turn import Agent
 
-CHANNELS = ("chat", "api", "task", "cli")
+CHANNELS = ("chat", "api", "task", "dispatch")
 
 
 def memory_allowed(*, incognito: bool, channel: str, settings: Settings) -> bool:

@@ -8,6 +8,7 @@ live only in this process and are never written to the vault.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from sentient.agent.context import Background, HeldCall, ToolContext, memory_all
 from sentient.agent.loop import CallRecord, Message, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.errors import NotFound, SentientError
+from sentient.knowledge import KnowledgeBuilder, parse_pin
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.tools import build_registry
@@ -29,6 +31,7 @@ from sentient.vault.store import iso, utc_now
 from sentient.workspace import Workspace
 
 HISTORY_MESSAGES = 40
+log = logging.getLogger(__name__)
 INCOGNITO_PREFIX = "incognito-"
 
 
@@ -42,6 +45,17 @@ class TurnResult:
     held: list[HeldCall] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     offered: list[str] = field(default_factory=list)
+
+
+def check_pins(pins: list[str]) -> list[str]:
+    """Pins as given, each checked: note:<id> or plan:<id>; SentientError otherwise."""
+    for ref in pins:
+        try:
+            parse_pin(ref)
+        except (ValueError, SentientError) as exc:
+            message = exc.message if isinstance(exc, SentientError) else str(exc)
+            raise SentientError(f"pins: {message}") from None
+    return list(dict.fromkeys(pins))
 
 
 def to_transcript(message: Message, time: str) -> transcript.Message:
@@ -65,9 +79,23 @@ def _json(text: str) -> Any:
 
 
 def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSAGES) -> list[Message]:
-    """What the model sees of earlier turns: the person's and the agent's words."""
-    kept = [m for m in messages if m.role in ("user", "assistant") and m.text.strip()]
-    return [{"role": m.role, "content": m.text} for m in kept[-limit:]]
+    """What the model sees of earlier turns: the person's and the agent's words, with the
+    knowledge block each message carried as its synthetic first part."""
+    shown: list[Message] = []
+    block: str | None = None
+    for message in messages:
+        if message.role == "knowledge":
+            block = message.text
+        elif message.role == "user" and message.text.strip():
+            if block is None:
+                shown.append({"role": "user", "content": message.text})
+            else:
+                parts = [{"type": "text", "text": block}, {"type": "text", "text": message.text}]
+                shown.append({"role": "user", "content": parts})
+                block = None
+        elif message.role == "assistant" and message.text.strip():
+            shown.append({"role": "assistant", "content": message.text})
+    return shown[-limit:]
 
 
 class Agent:
@@ -90,6 +118,8 @@ class Agent:
         self.clock = clock
         self.background = Background()
         self._incognito: dict[str, list[transcript.Message]] = {}
+        self._incognito_meta: dict[str, dict[str, Any]] = {}
+        self.knowledge = KnowledgeBuilder(workspace, self.prompts)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -108,15 +138,27 @@ class Agent:
         pins: list[str] | None = None,
         title: str | None = None,
         key: str | None = None,
+        scope: str | None = None,
     ) -> str:
+        pins = check_pins(pins or [])
         if incognito:
             key = INCOGNITO_PREFIX + secrets.token_hex(4)
             self._incognito[key] = []
+            self._incognito_meta[key] = {"pins": list(pins or [])}
             return key
         key = key or self.clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        meta = {"title": title or "New chat", "channel": channel, "pins": list(pins or [])}
+        meta = {"title": title or "New chat", "scope": scope, "channel": channel, "pins": pins}
         self.workspace.vault.create("session", key, meta)
         return key
+
+    def set_pins(self, key: str, pins: list[str]) -> list[str]:
+        """Replace a session's pins; the next message carries the changed block."""
+        pins = check_pins(pins)
+        if key in self._incognito:
+            self._incognito_meta.setdefault(key, {})["pins"] = pins
+        else:
+            self.workspace.vault.update("session", key, {"pins": pins})
+        return pins
 
     def is_incognito(self, key: str) -> bool:
         return key in self._incognito
@@ -178,31 +220,71 @@ class Agent:
                 raise NotFound(f"no session '{session}'; start a new one by leaving session out") from None
         incognito = session in self._incognito
         if not self.workspace.watching:
-            self.workspace.index.sync()
+            try:
+                self.workspace.index.sync()
+            except SentientError as exc:  # an unusable index costs the turn its memories, not the send
+                log.warning("index not synced before the turn: %s", exc.message)
         with self.session_lock(session):
             ctx = self.context(incognito=incognito, channel=channel, session=session)
-            earlier = history(self.messages_of(session))
-            self.record(session, transcript.Message("user", iso(self.clock()), text))
-            messages: list[Message] = [
-                {"role": "system", "content": self.system_prompt(ctx, text)},
-                *earlier,
-                {"role": "user", "content": text},
-            ]
-            offered = self.registry.offered(ctx)
-            result = run_loop(
-                self.llm,
-                "chat",
-                messages,
-                offered,
-                ctx,
-                tool_choice=tool_choice,
-                on_message=lambda m: self.record(session, to_transcript(m, iso(self.clock()))),
-            )
+            return self._turn(ctx, session, text, tool_choice)
+
+    def dispatch(self, goal: str, *, pins: list[str] | None = None, scope: str | None = None) -> TurnResult:
+        """Start a session the agent itself opens (no client involved) with `goal` as its
+        first message; it gets the session knowledge like any chat."""
+        session = self.new_session(channel="dispatch", pins=pins, scope=scope, title=goal.strip()[:60])
+        return self.turn(goal, session=session, channel="dispatch")
+
+    def session_settings(self, key: str) -> tuple[list[str], str | None, str | None]:
+        """(pins, scope, knowledge_delivered) of a session."""
+        if key in self._incognito:
+            meta = self._incognito_meta.get(key, {})
+        else:
+            meta = dict(self.workspace.vault.get("session", key).meta)
+        pins = meta.get("pins") or []
+        scope = meta.get("scope")
+        delivered = meta.get("knowledge_delivered")
+        return list(pins), scope if isinstance(scope, str) else None, delivered if isinstance(delivered, str) else None
+
+    def mark_delivered(self, key: str, signature: str) -> None:
+        """Record what the session now carries: only after the model accepted the send."""
+        if key in self._incognito:
+            self._incognito_meta.setdefault(key, {})["knowledge_delivered"] = signature
+        else:
+            self.workspace.vault.update("session", key, {"knowledge_delivered": signature})
+
+    def _turn(self, ctx: ToolContext, session: str, text: str, tool_choice: str | dict[str, Any] | None) -> TurnResult:
+        pins, scope, delivered = self.session_settings(session)
+        knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
+        earlier = history(self.messages_of(session))
+        now = iso(self.clock())
+        content: str | list[dict[str, str]] = text
+        pending: str | None = None
+        if knowledge is not None and knowledge.signature != delivered:
+            self.record(session, transcript.Message("knowledge", now, knowledge.text))
+            content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": text}]
+            pending = knowledge.signature
+        self.record(session, transcript.Message("user", now, text))
+        messages: list[Message] = [
+            {"role": "system", "content": self.system_prompt(ctx, text)},
+            *earlier,
+            {"role": "user", "content": content},
+        ]
+
+        def on_message(message: Message) -> None:
+            nonlocal pending
+            if pending is not None and message["role"] == "assistant":
+                self.mark_delivered(session, pending)  # the model call returned: accepted
+                pending = None
+            self.record(session, to_transcript(message, iso(self.clock())))
+
+        result = run_loop(
+            self.llm, "chat", messages, self.registry.offered(ctx), ctx, tool_choice=tool_choice, on_message=on_message
+        )
         return TurnResult(
             session,
             result.text,
             ctx.memory_allowed,
-            incognito,
+            ctx.incognito,
             ctx.untrusted,
             list(ctx.state.held),
             result.calls,

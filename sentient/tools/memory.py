@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
-from sentient.vault.document import check_id, slugify
+from sentient.memory import free_id
+from sentient.vault.document import check_id
 from sentient.workspace import Workspace
 
 BODY_PREVIEW = 600
@@ -111,15 +112,6 @@ def _same_entry(workspace: Workspace, title: str, text: str) -> IndexedDoc | Non
     return None
 
 
-def _free_id(workspace: Workspace, title: str) -> str:
-    base = slugify(title, "memory")
-    candidate, n = base, 1
-    while workspace.vault.locate("memory", candidate) is not None:
-        n += 1
-        candidate = f"{base[:75]}-{n}"
-    return candidate
-
-
 @tool(risk="write")
 def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "general", scope: str = "global") -> str:
     """Save one durable fact or note to memory. If an entry already says the same thing,
@@ -142,7 +134,7 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
         document = workspace.vault.update("memory", existing.key, meta, body)
         verb = "Updated"
     else:
-        document = workspace.vault.create("memory", _free_id(workspace, title), meta, body)
+        document = workspace.vault.create("memory", free_id(workspace, title), meta, body)
         verb = "Saved"
     workspace.index.update(document.path)
     threat = document.meta.get("threat")

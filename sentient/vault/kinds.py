@@ -75,6 +75,7 @@ KINDS: dict[str, Kind] = {
                 "schedule:str",
                 "enabled:bool",
                 "scope:str",
+                "pins:list",
                 "created:datetime",
                 "updated:datetime",
                 "revision:str",

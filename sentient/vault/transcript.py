@@ -25,7 +25,7 @@ from typing import Any
 
 import mistune
 
-HEADING = re.compile(r"^## ([a-z][a-z_-]*) · (\S+)[ \t]*\r?$")
+HEADING = re.compile(r"^## ([a-z][a-z_-]*) · (\S+)( · pinned)?[ \t]*\r?$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 CALL_TAG = "json tool-call"
 RESULT_TAG = "json tool-result"
@@ -40,11 +40,12 @@ class Message:
     text: str = ""
     tool_calls: tuple[dict[str, Any], ...] = ()
     tool_results: tuple[dict[str, Any], ...] = ()
+    pinned: bool = False  # the person pinned it: it survives compaction verbatim
     raw: str = field(default="", compare=False, repr=False)
 
     def render(self) -> str:
         """Canonical markdown for this message (ends with one newline)."""
-        parts = [f"## {self.role} · {self.time}\n"]
+        parts = [f"## {self.role} · {self.time}{' · pinned' if self.pinned else ''}\n"]
         if self.text.strip():
             parts.append("\n" + self.text.strip("\n") + "\n")
         for tag, items in ((CALL_TAG, self.tool_calls), (RESULT_TAG, self.tool_results)):
@@ -77,10 +78,10 @@ def append(body: str, message: Message) -> str:
     return body + message.render()
 
 
-def _sections(body: str) -> tuple[str, list[tuple[str, str, str]]]:
-    """Split into (preamble, [(role, time, raw section)]) at headings outside fences."""
+def _sections(body: str) -> tuple[str, list[tuple[str, str, bool, str]]]:
+    """Split into (preamble, [(role, time, pinned, raw section)]) at headings outside fences."""
     preamble: list[str] = []
-    sections: list[tuple[str, str, list[str]]] = []
+    sections: list[tuple[str, str, bool, list[str]]] = []
     fence: str | None = None
     for line in body.splitlines(keepends=True):
         opened = FENCE.match(line)
@@ -93,13 +94,13 @@ def _sections(body: str) -> tuple[str, list[tuple[str, str, str]]]:
         else:
             heading = HEADING.match(line)
             if heading:
-                sections.append((heading.group(1), heading.group(2), [line]))
+                sections.append((heading.group(1), heading.group(2), bool(heading.group(3)), [line]))
                 continue
-        (sections[-1][2] if sections else preamble).append(line)
-    return "".join(preamble), [(role, time, "".join(lines)) for role, time, lines in sections]
+        (sections[-1][3] if sections else preamble).append(line)
+    return "".join(preamble), [(role, time, pinned, "".join(lines)) for role, time, pinned, lines in sections]
 
 
-def _message(role: str, time: str, raw: str) -> Message:
+def _message(role: str, time: str, pinned: bool, raw: str) -> Message:
     content = raw.split("\n", 1)[1] if "\n" in raw else ""
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -121,7 +122,7 @@ def _message(role: str, time: str, raw: str) -> Message:
             continue
         (calls if info == CALL_TAG else results).append(value)
         text = _remove_block(text, info, code)
-    return Message(role, time, text.strip("\n"), tuple(calls), tuple(results), raw)
+    return Message(role, time, text.strip("\n"), tuple(calls), tuple(results), pinned, raw)
 
 
 def _remove_block(text: str, info: str, code: str) -> str:
@@ -132,4 +133,4 @@ def _remove_block(text: str, info: str, code: str) -> str:
 
 def parse(body: str) -> Transcript:
     preamble, sections = _sections(body)
-    return Transcript(preamble, tuple(_message(role, time, raw) for role, time, raw in sections))
+    return Transcript(preamble, tuple(_message(*section) for section in sections))

@@ -1,0 +1,307 @@
+"""Index benchmark: `python bench/bench_index.py --sizes 1000,10000,100000`.
+
+For each size it generates a vault (bench/gen_vault.py, kept in bench/out/) and measures, in
+separate processes so peak RSS is per phase and size:
+
+- floors on the same files: stat every file (a scandir walk), read + sha256 every file;
+- `Vault.walk()` and `Vault.read()` alone, to show where the index's time goes;
+- cold index (empty .sentient/), no-change sync, one-file `Index.update` after an edit,
+  and search latency over 200 queries of 1-3 words in two mixes: words drawn as often as
+  they occur in the text ("text"), and every vocabulary word equally likely ("vocab").
+
+Medians throughout. Files are warm in the page cache (the floors read them first; dropping
+the cache needs root). Prints a markdown table and writes it under "## Index (issue 2)" in
+bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gen_vault import Writer, generate
+
+from sentient.index import Index
+from sentient.vault.store import Vault
+
+BENCH = Path(__file__).resolve().parent
+TOPS = ("memory", "pins", "skills", "sessions", "tasks", "people")
+HEADING = "## Index (issue 2)"
+
+
+# --- measurements (each run in its own process) ------------------------------------------
+
+
+def files(folder: str) -> Iterator[os.DirEntry[str]]:
+    """Every .md file under folder: the least any walk must do."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                yield from files(entry.path)
+            elif entry.name.endswith(".md"):
+                yield entry
+
+
+def stat_floor(root: Path) -> int:
+    return sum(1 for top in TOPS if (root / top).is_dir() for entry in files(str(root / top)) if entry.stat())
+
+
+def read_floor(root: Path) -> int:
+    count = 0
+    for top in TOPS:
+        if (root / top).is_dir():
+            for entry in files(str(root / top)):
+                with open(entry.path, "rb") as handle:
+                    hashlib.sha256(handle.read()).hexdigest()
+                count += 1
+    return count
+
+
+def timed(function: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def phase_floors(root: Path) -> dict[str, Any]:
+    vault = Vault(root)
+    count = read_floor(root)  # warms the page cache for everything after
+    founds = list(vault.walk())
+    sample = random.Random(1).sample(founds, min(len(founds), 10_000))
+    read_all = timed(lambda: [vault.read(f.kind, f.key, f.path) for f in sample], 1)
+    return {
+        "files": count,
+        "stat_floor": timed(lambda: stat_floor(root), 5),
+        "read_floor": timed(lambda: read_floor(root), 3),
+        "walk": timed(lambda: list(vault.walk()), 5),
+        "vault_read": read_all * len(founds) / len(sample),
+    }
+
+
+def phase_cold(root: Path) -> dict[str, Any]:
+    shutil.rmtree(root / ".sentient", ignore_errors=True)
+    with Index(Vault(root)) as index:
+        report = index.sync()
+    size = sum(p.stat().st_size for p in (root / ".sentient").glob("index.sqlite*"))
+    return {"cold": report.elapsed, "added": report.added, "problems": report.problems, "rss": rss_mb(),
+            "db_mb": size / 1e6}
+
+
+def queries(mix: str, count: int = 200) -> list[str]:
+    writer = Writer(7)  # the generator's vocabulary and word frequencies
+    rng = random.Random(99)
+    if mix == "text":
+        return [" ".join(writer.pick(rng.randint(1, 3))) for _ in range(count)]
+    return [" ".join(rng.choices(writer.words, k=rng.randint(1, 3))) for _ in range(count)]
+
+
+def edit_and_update(index: Index, paths: list[Path]) -> list[float]:
+    """Edit each file as an editor would, time Index.update, then put the file back."""
+    times = []
+    for number, path in enumerate(paths):
+        original = path.read_bytes()
+        path.write_bytes(original + f"\nEdited {number}: zebra crossing.\n".encode())
+        start = time.perf_counter()
+        index.update(path)
+        times.append(time.perf_counter() - start)
+        path.write_bytes(original)
+        index.update(path)
+    return times
+
+
+def phase_warm(root: Path) -> dict[str, Any]:
+    vault = Vault(root)
+    with Index(vault) as index:
+        index.sync()
+        nochange = timed(index.sync, 5)
+        memory = sorted(f.path for f in vault.walk({"memory"}))
+        updates = edit_and_update(index, random.Random(3).sample(memory, 50))
+        result = {"nochange": nochange, "update_p50": statistics.median(updates),
+                  "update_p95": percentile(updates, 0.95)}
+        index.search("warm up")
+        for mix in ("text", "vocab"):
+            times = []
+            for query in queries(mix):
+                start = time.perf_counter()
+                index.search(query)
+                times.append(time.perf_counter() - start)
+            result[f"search_{mix}_p50"] = statistics.median(times)
+            result[f"search_{mix}_p95"] = percentile(times, 0.95)
+    result["rss"] = rss_mb()
+    return result
+
+
+PHASES = {"floors": phase_floors, "cold": phase_cold, "warm": phase_warm}
+
+
+# --- driver --------------------------------------------------------------------------------
+
+
+def run_phase(name: str, root: Path) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--phase", name, "--vault", str(root)],
+                          check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(size: int, out: Path) -> dict[str, Any]:
+    root = out / f"vault-{size}"
+    if not (out / f"vault-{size}.done").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        generate(size, root)
+        (out / f"vault-{size}.done").write_text("generated by bench/gen_vault.py, seed 7\n")
+    result = {"size": size, **run_phase("floors", root)}
+    colds = [run_phase("cold", root) for _ in range(1 if size >= 100_000 else 3)]
+    result.update(colds[0], cold=statistics.median(c["cold"] for c in colds),
+                  rss_cold=max(c["rss"] for c in colds))
+    result.update(run_phase("warm", root))
+    result["rss_warm"] = result.pop("rss")
+    print(f"  {size}: {json.dumps(result)}", file=sys.stderr)
+    return result
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| entries | files | read+hash floor | cold index | files/s | cold ÷ floor | stat floor | no-change sync "
+        "| sync ÷ floor | update p50 / p95 | search p50 / p95, text mix | search p50 / p95, vocab mix "
+        "| peak RSS cold / warm | index size |",
+        "|" + "---|" * 14,
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['size']:,} | {r['files']:,} | {ms(r['read_floor'])} | {ms(r['cold'])} "
+            f"| {r['files'] / r['cold']:,.0f} | {r['cold'] / r['read_floor']:.0f}× | {ms(r['stat_floor'])} "
+            f"| {ms(r['nochange'])} | {r['nochange'] / r['stat_floor']:.1f}× "
+            f"| {ms(r['update_p50'])} / {ms(r['update_p95'])} "
+            f"| {ms(r['search_text_p50'])} / {ms(r['search_text_p95'])} "
+            f"| {ms(r['search_vocab_p50'])} / {ms(r['search_vocab_p95'])} "
+            f"| {r['rss_cold']:.0f} / {r['rss_warm']:.0f} MB | {r['db_mb']:.0f} MB |"
+        )
+    lines += ["", "Where the time goes, per file (µs):", "",
+              "| entries | stat floor | `Vault.walk` | no-change sync | read+hash floor | `Vault.read` (parse) "
+              "| cold index |", "|" + "---|" * 7]
+    for r in results:
+        per = {key: r[key] / r["files"] * 1e6 for key in ("stat_floor", "walk", "nochange", "read_floor",
+                                                          "vault_read", "cold")}
+        lines.append(f"| {r['size']:,} | {per['stat_floor']:.1f} | {per['walk']:.1f} | {per['nochange']:.1f} "
+                     f"| {per['read_floor']:.1f} | {per['vault_read']:.0f} | {per['cold']:.0f} |")
+    return "\n".join(lines)
+
+
+def verdicts(r: dict[str, Any]) -> str:
+    """The issue-2 targets, checked on the largest vault of the run."""
+    checks = [
+        ("cold index within 3× of the read+hash floor", r["cold"] / r["read_floor"] <= 3,
+         f"{r['cold'] / r['read_floor']:.0f}×"),
+        ("no-change sync within 2× of the stat floor", r["nochange"] / r["stat_floor"] <= 2,
+         f"{r['nochange'] / r['stat_floor']:.1f}×"),
+        ("one-file update under 5 ms", r["update_p95"] < 0.005,
+         f"p50 {ms(r['update_p50'])}, p95 {ms(r['update_p95'])}"),
+        ("search p95 under 10 ms, text mix", r["search_text_p95"] < 0.010, f"p95 {ms(r['search_text_p95'])}"),
+        ("search p95 under 10 ms, vocab mix", r["search_vocab_p95"] < 0.010, f"p95 {ms(r['search_vocab_p95'])}"),
+    ]
+    return "\n".join(f"- {name}: **{'met' if ok else 'missed'}** ({shown})" for name, ok, shown in checks)
+
+
+WHY = """Why, measured with cProfile and by timing each stage alone (second table):
+
+- **Cold index** is parsing. `Vault.read` parses each file's frontmatter with PyYAML's pure-Python
+  loader, 0.6-1 ms a file: over 90% of the cold time. The index's own work (building the row,
+  SQLite, FTS5 fed in bulk) is about 0.1-0.3 ms a file. Basing `document.py`'s text loader on
+  `yaml.CSafeLoader` (libyaml is installed) made reads about 4× faster in a trial (cold 10k:
+  7.8 s to 2.9 s), still far from 3×: the floor is ~10 µs a file, and tokenising into FTS5 alone
+  costs ~35 µs a file.
+- **No-change sync** is `Vault.walk`, which builds a `Path`, a `PurePosixPath` and a `Found` and
+  classifies every file (25-40 µs a file against 3-5 µs for scandir + stat). The index adds ~4 µs a
+  file (one `SELECT path, mtime_ns, size`, compared in memory). In a trial, a bare scandir walk
+  yielding (relative path, mtime, size) ran at 4-6 µs a file, and 10-14 µs when it classified each
+  file through `classify(PurePosixPath(...))`: deciding the kind once per folder would get close
+  to 2× the floor.
+- **Search**: FTS5 scores every matching row with BM25 (~1 µs a row; there is no top-k pruning),
+  so a word found in a third of 100k entries costs 35-50 ms, and so does the any-word fallback when
+  such a word is in the query. Queries of specific words take about 1 ms. Ranking is done first,
+  and rows and snippets are fetched for the best `limit` only.
+- **Update** stays under 5 ms because a sync that changed many rows merges the FTS index into one
+  segment (`optimize`, 0.6 s at 100k): before that, FTS5's automatic merges stalled one update in
+  ~16 for 20-50 ms.
+- The machine is shared with other work (2 CPUs), so figures move by ±30% between runs."""
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+               if line.startswith("MemTotal"))
+    return (f"{os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.0f} GB RAM, Python {platform.python_version()}, "
+            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")
+
+
+def write_results(path: Path, text: str) -> None:
+    """Replace the index section of RESULTS.md (other sections belong to other benchmarks)."""
+    current = path.read_text() if path.exists() else "# Benchmark results\n"
+    start = current.find(HEADING)
+    if start < 0:
+        current = current.rstrip("\n") + "\n\n" + HEADING + "\n"
+        start = current.find(HEADING)
+    end = current.find("\n## ", start + len(HEADING))
+    rest = current[end + 1:] if end >= 0 else ""
+    path.write_text(current[:start] + text.rstrip("\n") + "\n" + ("\n" + rest if rest else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark the SQLite FTS5 index")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="memory entries per vault, comma-separated")
+    parser.add_argument("--out", type=Path, default=BENCH / "out", help="where generated vaults are kept")
+    parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--vault", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        print(json.dumps(PHASES[args.phase](args.vault)))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = [measure(int(size), args.out) for size in args.sizes.split(",")]
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = (f"{HEADING}\n\n`python bench/bench_index.py --sizes {args.sizes}` on {when}; {machine()}. "
+            "Files warm in the page cache; medians.\n\n" + table(results) + "\n\n"
+            f"Targets (issue 2), at {results[-1]['size']:,} entries:\n\n{verdicts(results[-1])}\n\n{WHY}\n")
+    print(text)
+    write_results(args.results, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Compaction: when a session's history outgrows its budget, the model summarises the older
+turns into a `## summary` section of the session file (nothing is deleted from the file), and
+the session knowledge block travels again right after, together with the messages the person
+pinned, as one synthetic turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sentient.llm import LLM
+from sentient.prompts import Prompts
+from sentient.vault import transcript
+
+SUMMARY_WORDS = 250
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the model sees of a session: the latest summary and the messages after it."""
+
+    summary: str | None
+    messages: tuple[transcript.Message, ...]
+
+
+def window(messages: tuple[transcript.Message, ...]) -> Window:
+    last = max((n for n, m in enumerate(messages) if m.role == "summary"), default=None)
+    if last is None:
+        return Window(None, messages)
+    return Window(messages[last].text, messages[last + 1 :])
+
+
+def pinned(messages: tuple[transcript.Message, ...]) -> list[transcript.Message]:
+    return [m for m in messages if m.pinned and m.text.strip()]
+
+
+def pinned_block(messages: list[transcript.Message]) -> str:
+    if not messages:
+        return ""
+    shown = "\n".join(
+        f'<pinned-message role="{m.role}" time="{m.time}">\n{m.text.strip()}\n</pinned-message>' for m in messages
+    )
+    return "Messages the person pinned in this session, kept word for word:\n" + shown
+
+
+def summarise(llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message]) -> str:
+    shown = [m for m in older if m.role in ("user", "assistant") and m.text.strip()]
+    prompt = prompts.render("summary.md.j2", previous=previous, messages=shown, words=SUMMARY_WORDS)
+    return llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
+
+
+def split(current: Window, keep: int) -> tuple[list[transcript.Message], list[transcript.Message]]:
+    """(older, recent): recent holds the last `keep` messages, starting at a person's message."""
+    items = list(current.messages)
+    cut = max(0, len(items) - keep)
+    while cut > 0 and items[cut].role != "user":
+        cut -= 1
+    return items[:cut], items[cut:]
