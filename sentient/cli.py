@@ -7,14 +7,23 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TextIO
 
+try:
+    import readline
+except ImportError:  # not on every platform; the chat works without line editing
+    readline = None  # type: ignore[assignment]
+
+from sentient.agent.turn import check_pins, open_agent, session_knowledge
+from sentient.chat import repl
 from sentient.config import Settings, load_settings
 from sentient.doctor import examine
 from sentient.errors import SentientError
 from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, list_entries
 from sentient.threats import scan
+from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS
 from sentient.vault.layout import init_vault
 from sentient.workspace import Workspace, open_workspace
@@ -229,6 +238,52 @@ def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     return 0
 
 
+def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
+    history = workspace.vault.state_dir / "chat_history"
+    if readline is not None:
+        with suppress(OSError):
+            history.parent.mkdir(parents=True, exist_ok=True)
+            readline.read_history_file(history)
+    agent = open_agent(workspace, os.environ)
+    try:
+        return repl(agent, input, print)
+    finally:
+        agent.close()
+        if readline is not None:
+            with suppress(OSError):
+                readline.write_history_file(history)
+
+
+def cmd_session_list(args: argparse.Namespace, workspace: Workspace) -> int:
+    workspace.index.sync()
+    sessions = sorted(workspace.index.documents("session"), key=lambda d: d.updated or "", reverse=True)
+    for doc in sessions[: args.limit]:
+        print(f"{doc.key:<28} {doc.updated or '':<21} {doc.title}")
+    return 0
+
+
+def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int:
+    knowledge, delivered = session_knowledge(workspace, args.id)
+    if knowledge is None:
+        print("nothing to tell this session (no pins, and no memory index in it)")
+        return 0
+    print(knowledge.text, end="")
+    state = "delivered: the session already carries it" if delivered else "not delivered: the next message carries it"
+    print(f"\n{knowledge.signature}\n{state}")
+    for problem in knowledge.problems:
+        print(f"left out: {problem}")
+    return 0
+
+
+def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
+    def pin(document: Document) -> Document:
+        return document.replace({"pins": check_pins(args.pins)})
+
+    workspace.vault.update("session", args.id, transform=pin)
+    print(f"pins of {args.id}: {', '.join(args.pins) or 'none'}")
+    return 0
+
+
 # --- parser -----------------------------------------------------------------------------
 
 Command = Callable[[argparse.Namespace, Workspace], int]
@@ -265,6 +320,22 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     scan_cmd.add_argument("paths", nargs="*", help="files, folders, or - for stdin (default)")
     scan_cmd.add_argument("--json", action="store_true", help="one JSON object per input")
     scan_cmd.set_defaults(handler=cmd_scan)
+
+    chat = sub.add_parser("chat", help="chat with the agent in the terminal")
+    chat.set_defaults(handler=cmd_chat)
+
+    session = sub.add_parser("session", help="list sessions, show what a session is told, set its pins")
+    verbs = session.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="recent sessions")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.set_defaults(handler=cmd_session_list)
+    knowledge = verbs.add_parser("knowledge", help="the knowledge block of a session and whether it is delivered")
+    knowledge.add_argument("id")
+    knowledge.set_defaults(handler=cmd_session_knowledge)
+    pin = verbs.add_parser("pin", help="set a session's pins (none to clear)")
+    pin.add_argument("id")
+    pin.add_argument("pins", nargs="*", help="note:ID or plan:ID")
+    pin.set_defaults(handler=cmd_session_pin)
     if memory:
         add_memory_commands(sub)
     return parser

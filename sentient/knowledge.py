@@ -81,10 +81,11 @@ def parse_pin(ref: str) -> tuple[str, str]:
     return kind, key
 
 
-def first_line(body: str) -> str:
+def first_line(body: str, title: str = "") -> str:
+    """The first line of the body that says something beyond the title."""
     for line in body.splitlines():
         stripped = line.strip().lstrip("#").strip()
-        if stripped:
+        if stripped and stripped != title:
             return stripped if len(stripped) <= LINE_CHARS else stripped[: LINE_CHARS - 1] + "…"
     return ""
 
@@ -183,7 +184,7 @@ class KnowledgeBuilder:
 
 
 def _entry(doc: IndexedDoc) -> IndexEntry:
-    return IndexEntry(doc.key, doc.title, doc.category, first_line(doc.body), doc.revision)
+    return IndexEntry(doc.key, doc.title, doc.category, first_line(doc.body, doc.title), doc.revision)
 
 
 def signature_of(template_revision: str, pins: Sequence[Pin], memory: MemoryIndex | None) -> str:

@@ -332,10 +332,10 @@ def test_the_session_file_holds_every_message_tool_call_and_helper_run(basic: Pa
     result = agent.turn("Who is Anika?")
     session = agent.workspace.vault.get("session", result.session)
     roles = [m.role for m in transcript.parse(session.body).messages]
-    assert roles == ["user", "assistant", "helper", "tool", "assistant"]
+    assert roles == ["knowledge", "user", "assistant", "helper", "tool", "assistant"]
     parsed = transcript.parse(session.body).messages
-    assert parsed[1].tool_calls[0]["name"] == "delegate_task"
-    assert parsed[2].tool_calls[0]["name"] == "memory_recall"
+    assert parsed[2].tool_calls[0]["name"] == "delegate_task"
+    assert parsed[3].tool_calls[0]["name"] == "memory_recall"
     assert parsed[-1].text == "Anika is a teacher."
 
 
@@ -345,7 +345,8 @@ def test_a_follow_up_sees_the_earlier_turn(basic: Path, scripted: Scripted) -> N
     first = agent.turn("hi")
     agent.turn("what did I say?", session=first.session)
     contents = [m["content"] for m in scripted.requests[1]["messages"]]
-    assert contents[1:] == ["hi", "Hello Maya.", "what did I say?"]
+    assert contents[1][1] == {"type": "text", "text": "hi"}  # after the knowledge block it carried
+    assert contents[2:] == ["Hello Maya.", "what did I say?"]
 
 
 def test_a_failing_tool_is_an_error_text_not_a_crashed_turn(basic: Path, scripted: Scripted) -> None:

@@ -56,3 +56,15 @@ def split(current: Window, keep: int) -> tuple[list[transcript.Message], list[tr
     while cut > 0 and items[cut].role != "user":
         cut -= 1
     return items[:cut], items[cut:]
+
+
+def insert_summary(body: str, recent: int, summary: transcript.Message) -> str:
+    """The session body with a summary section inserted before its last `recent` messages:
+    only added lines, every earlier message kept word for word."""
+    parsed = transcript.parse(body)
+    cut = len(parsed.messages) - recent
+    head = parsed.preamble + "".join(m.raw for m in parsed.messages[:cut])
+    tail = "".join(m.raw for m in parsed.messages[cut:])
+    if head and not head.endswith("\n\n"):
+        head += "\n" if head.endswith("\n") else "\n\n"
+    return head + summary.render() + ("\n" + tail if tail else "")

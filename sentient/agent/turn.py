@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sentient.agent import compaction
 from sentient.agent.context import Background, HeldCall, ToolContext, memory_allowed
 from sentient.agent.loop import CallRecord, Message, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.errors import NotFound, SentientError
-from sentient.knowledge import KnowledgeBuilder, parse_pin
+from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.tools import build_registry
@@ -94,6 +95,9 @@ def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSA
                 shown.append({"role": "user", "content": parts})
                 block = None
         elif message.role == "assistant" and message.text.strip():
+            if block is not None:  # a synthetic turn of its own (after compaction)
+                shown.append({"role": "user", "content": block})
+                block = None
             shown.append({"role": "assistant", "content": message.text})
     return shown[-limit:]
 
@@ -122,6 +126,10 @@ class Agent:
         self.knowledge = KnowledgeBuilder(workspace, self.prompts)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+
+    def close(self) -> None:
+        """Let background helpers finish (briefly) before the process ends."""
+        self.background.wait(5.0)
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -186,7 +194,7 @@ class Agent:
         allowed = memory_allowed(incognito=incognito, channel=channel, settings=self.settings)
         return ToolContext(self, allowed, incognito, channel, session=session, **extra)
 
-    def system_prompt(self, ctx: ToolContext, text: str) -> str:
+    def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None) -> str:
         memories: list[Any] = []
         if ctx.memory_allowed:
             memories = relevant_memories(ctx, text, limit=3)
@@ -196,6 +204,7 @@ class Agent:
             memory_allowed=ctx.memory_allowed,
             incognito=ctx.incognito,
             memories=memories,
+            summary=summary,
         )
 
     def turn(
@@ -255,7 +264,10 @@ class Agent:
     def _turn(self, ctx: ToolContext, session: str, text: str, tool_choice: str | dict[str, Any] | None) -> TurnResult:
         pins, scope, delivered = self.session_settings(session)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
-        earlier = history(self.messages_of(session))
+        current = compaction.window(self.messages_of(session))
+        system = self.system_prompt(ctx, text, current.summary)
+        if self._over_budget(system, current, text):
+            current, system, delivered = self._compact(ctx, session, current, knowledge, delivered, text)
         now = iso(self.clock())
         content: str | list[dict[str, str]] = text
         pending: str | None = None
@@ -265,8 +277,8 @@ class Agent:
             pending = knowledge.signature
         self.record(session, transcript.Message("user", now, text))
         messages: list[Message] = [
-            {"role": "system", "content": self.system_prompt(ctx, text)},
-            *earlier,
+            {"role": "system", "content": system},
+            *history(current.messages),
             {"role": "user", "content": content},
         ]
 
@@ -290,6 +302,82 @@ class Agent:
             result.calls,
             result.offered,
         )
+
+    # --- compaction --------------------------------------------------------------------
+
+    def _over_budget(self, system: str, current: compaction.Window, text: str) -> bool:
+        messages = [{"role": "system", "content": system}, *history(current.messages),
+                    {"role": "user", "content": text}]
+        return self.llm.count_tokens("chat", messages) > self.settings.chat.context_tokens
+
+    def _compact(
+        self,
+        ctx: ToolContext,
+        session: str,
+        current: compaction.Window,
+        knowledge: Knowledge | None,
+        delivered: str | None,
+        text: str,
+    ) -> tuple[compaction.Window, str, str | None]:
+        """Summarise the older turns, then re-deliver the knowledge block and the pinned
+        messages together as one synthetic turn. Returns the new window, system prompt and
+        delivered signature. A failure here is logged and the turn goes on uncompacted."""
+        older, recent = compaction.split(current, self.settings.chat.keep_messages)
+        if not older:
+            return current, self.system_prompt(ctx, text, current.summary), delivered
+        try:
+            summary = compaction.summarise(self.llm, self.prompts, current.summary, older)
+        except Exception as exc:
+            log.warning("session %s was not compacted: %s", session, exc)
+            return current, self.system_prompt(ctx, text, current.summary), delivered
+        section = transcript.Message("summary", iso(self.clock()), summary)
+        self._insert_summary(session, len(recent), section)
+        current = compaction.Window(summary, tuple(recent))
+        system = self.system_prompt(ctx, text, summary)
+        pinned = compaction.pinned_block(compaction.pinned(self.messages_of(session)))
+        parts = [part for part in ((knowledge.text if knowledge else ""), pinned) if part]
+        if not parts:
+            return current, system, delivered
+        synthetic = "\n\n".join(parts)
+        messages = [{"role": "system", "content": system}, *history(current.messages),
+                    {"role": "user", "content": synthetic}]
+        try:
+            reply = self.llm.complete("chat", messages, None)
+        except Exception as exc:  # the block then rides on the person's message instead
+            log.warning("knowledge not re-delivered after compaction of %s: %s", session, exc)
+            return current, system, delivered
+        now = iso(self.clock())
+        sent = (transcript.Message("knowledge", now, synthetic), transcript.Message("assistant", now, reply.text))
+        for message in sent:
+            self.record(session, message)
+        if knowledge is not None:
+            self.mark_delivered(session, knowledge.signature)
+            delivered = knowledge.signature
+        return compaction.Window(summary, (*recent, *sent)), system, delivered
+
+    def _insert_summary(self, session: str, recent: int, section: transcript.Message) -> None:
+        if session in self._incognito:
+            messages = self._incognito[session]
+            messages.insert(len(messages) - recent, section)
+            return
+
+        def insert(document: Document) -> Document:
+            return document.replace(body=compaction.insert_summary(document.body, recent, section))
+
+        self.workspace.vault.update("session", session, transform=insert)
+
+
+def session_knowledge(workspace: Workspace, key: str, prompts: Prompts | None = None) -> tuple[Knowledge | None, bool]:
+    """What a stored session's next message would carry, and whether the session already
+    carries it: what the agent is told, for a person to see."""
+    meta = workspace.vault.get("session", key).meta
+    channel = meta.get("channel") if isinstance(meta.get("channel"), str) else "chat"
+    allowed = memory_allowed(incognito=False, channel=str(channel), settings=workspace.settings)
+    builder = KnowledgeBuilder(workspace, prompts or Prompts(workspace.vault.root))
+    scope = meta.get("scope")
+    knowledge = builder.build(pins=list(meta.get("pins") or []), scope=scope if isinstance(scope, str) else None,
+                              memory_allowed=allowed)
+    return knowledge, knowledge is not None and knowledge.signature == meta.get("knowledge_delivered")
 
 
 def open_agent(workspace: Workspace, environ: Mapping[str, str]) -> Agent:

@@ -1,0 +1,91 @@
+"""The terminal chat: a loop of reading a line and answering it, with a few slash commands.
+
+    /new                 start a new session
+    /incognito           start a new incognito session (nothing saved; memory per settings)
+    /pin note:ID         pin a note or plan to this session (plan:ID)
+    /unpin note:ID       unpin it
+    /pins                show this session's pins
+    /session             show the session id and its file
+    /quit                leave (Ctrl-D works too)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sentient.agent.turn import Agent, check_pins
+from sentient.errors import SentientError
+
+HELP = __doc__.split("\n\n", 1)[1] if __doc__ else ""
+
+
+@dataclass
+class ChatState:
+    session: str | None = None
+    incognito: bool = False
+    pins: list[str] = field(default_factory=list)
+
+
+def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
+    """Run a slash command; the text to show, or None to quit."""
+    command, _, argument = line.strip().partition(" ")
+    argument = argument.strip()
+    if command in ("/quit", "/exit"):
+        return None
+    if command == "/new":
+        state.session, state.incognito, state.pins = None, False, []
+        return "new session"
+    if command == "/incognito":
+        state.session, state.incognito, state.pins = None, True, []
+        return "new incognito session: nothing from it is saved"
+    if command in ("/pin", "/unpin"):
+        if not argument:
+            return f"usage: {command} note:ID or plan:ID"
+        wanted = [p for p in state.pins if p != argument] + ([argument] if command == "/pin" else [])
+        pins = check_pins(wanted)
+        if state.session is not None:
+            agent.set_pins(state.session, pins)
+        state.pins = pins
+        return f"pins: {', '.join(pins) or 'none'}"
+    if command == "/pins":
+        return f"pins: {', '.join(state.pins) or 'none'}"
+    if command == "/session":
+        if state.session is None:
+            return "no session yet: say something first"
+        if agent.is_incognito(state.session):
+            return f"{state.session} (incognito, not saved)"
+        path = agent.workspace.vault.locate("session", state.session)
+        return f"{state.session} ({path})"
+    if command == "/help":
+        return HELP
+    return f"unknown command {command}; /help lists them"
+
+
+def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None]) -> int:
+    """Chat until /quit or end of input. Errors are shown and the chat goes on."""
+    write(f"Sentient chat on {agent.workspace.vault.root} (model {agent.llm.model_name('chat')}). /help for commands.")
+    state = ChatState()
+    while True:
+        try:
+            line = read("you> " if not state.incognito else "you (incognito)> ")
+        except EOFError:
+            write("")
+            return 0
+        if not line.strip():
+            continue
+        try:
+            if line.startswith("/"):
+                shown = handle_command(agent, state, line)
+                if shown is None:
+                    return 0
+                write(shown)
+                continue
+            result = agent.turn(line, session=state.session, incognito=state.incognito, pins=state.pins or None)
+        except SentientError as exc:
+            write(f"error: {exc.message}")
+            continue
+        state.session = result.session
+        write(f"sentient> {result.text}")
+        for held in result.held:
+            write(f"  (held for your approval: {held.tool} {held.arguments}, because {held.reason})")

@@ -1,0 +1,59 @@
+"""The terminal chat: a person types lines and slash commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import litellm
+
+from sentient.chat import repl
+from tests.agent_support import agent_on
+from tests.scripted import Scripted, text
+
+
+def feed(lines: list[str]) -> Callable[[str], str]:
+    remaining: Iterator[str] = iter(lines)
+
+    def read(prompt: str) -> str:
+        try:
+            return next(remaining)
+        except StopIteration:
+            raise EOFError from None
+
+    return read
+
+
+def test_a_chat_with_pins_incognito_and_new_sessions(make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    shown: list[str] = []
+    scripted.queue(text("Hello Maya."), text("Still here."), text("Shh."))
+    lines = ["/pin note:ledger-onboarding-notes", "hi", "/pins", "/session", "more", "/incognito", "secret",
+             "/pin memo:x", "/frobnicate", "/quit", "never read"]
+    assert repl(agent, feed(lines), shown.append) == 0
+    assert "sentient> Hello Maya." in shown and "sentient> Shh." in shown
+    assert "pins: note:ledger-onboarding-notes" in shown
+    assert any(line.startswith("error: pins: pin 'memo:x'") for line in shown)
+    assert any(line.startswith("unknown command /frobnicate") for line in shown)
+    assert "<session-knowledge>" in str(scripted.requests[0]["messages"])
+    sessions = list((vault / "sessions").rglob("*.md"))
+    assert len(sessions) == 2  # the fixture's and ours; the incognito one is not saved
+    assert any("note:ledger-onboarding-notes" in p.read_text() for p in sessions)
+
+
+def test_end_of_input_ends_the_chat(make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    agent = agent_on(make_vault("basic"))
+    assert repl(agent, feed([]), lambda line: None) == 0
+
+
+def test_a_model_that_is_down_is_an_error_line_and_the_chat_goes_on(
+    make_vault: Callable[[str], Path], scripted: Scripted
+) -> None:
+    agent = agent_on(make_vault("basic"))
+    shown: list[str] = []
+    scripted.fail(litellm.AuthenticationError(message="bad key", llm_provider="scripted", model="test"))
+    scripted.queue(text("Back."))
+    repl(agent, feed(["hi", "hi again"]), shown.append)
+    assert any(line.startswith("error: the provider refused the key") for line in shown)
+    assert "sentient> Back." in shown
