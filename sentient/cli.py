@@ -16,7 +16,11 @@ try:
 except ImportError:  # not on every platform; the chat works without line editing
     readline = None  # type: ignore[assignment]
 
+import uvicorn
+
 from sentient.agent.turn import check_pins, open_agent, session_knowledge
+from sentient.api.app import create_app
+from sentient.api.auth import load_or_create_token
 from sentient.chat import repl
 from sentient.config import Settings, load_settings
 from sentient.doctor import examine
@@ -28,6 +32,7 @@ from sentient.vault.kinds import KINDS
 from sentient.vault.layout import init_vault
 from sentient.workspace import Workspace, open_workspace
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 KIND_LABELS = {
     "memory": ("memory entry", "memory entries"),
     "note": ("pinned note", "pinned notes"),
@@ -238,6 +243,25 @@ def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
+    settings = workspace.settings
+    host = args.host or settings.api.host
+    port = settings.api.port if args.port is None else args.port
+    if host not in LOOPBACK:
+        print(f"warning: listening on {host}, not only this machine: anyone who can reach it and has the "
+              "token can read and change your vault", file=sys.stderr)
+    token, created = load_or_create_token(settings.state_dir)
+    shown_host = f"[{host}]" if ":" in host else host
+    print(f"Sentient serves {settings.vault} at http://{shown_host}:{port}  (API docs: /docs?token=...)")
+    if created:
+        print(f"token (shown once; kept in {settings.state_dir / 'token'}): {token}")
+    else:
+        print(f"token: in {settings.state_dir / 'token'}")
+    app = create_app(settings, environ=os.environ)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0
+
+
 def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
     history = workspace.vault.state_dir / "chat_history"
     if readline is not None:
@@ -320,6 +344,11 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     scan_cmd.add_argument("paths", nargs="*", help="files, folders, or - for stdin (default)")
     scan_cmd.add_argument("--json", action="store_true", help="one JSON object per input")
     scan_cmd.set_defaults(handler=cmd_scan)
+
+    serve = sub.add_parser("serve", help="run the local API (chat, /v1, memory, sessions) and the file watcher")
+    serve.add_argument("--host", help="address to listen on (default api.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default api.port, 8765; 0 picks a free one)")
+    serve.set_defaults(handler=cmd_serve)
 
     chat = sub.add_parser("chat", help="chat with the agent in the terminal")
     chat.set_defaults(handler=cmd_chat)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import Tool, ToolRefused, refusal
-from sentient.llm import LLM, ToolCall
+from sentient.llm import LLM, Reply, ToolCall
 
 Message = dict[str, Any]
 OnMessage = Callable[[Message], None]
@@ -56,6 +56,24 @@ def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) ->
         return CallRecord(call.name, call.arguments, f"Error: {type(exc).__name__}: {exc}", False)
 
 
+def _ask(
+    llm: LLM,
+    role: str,
+    messages: list[Message],
+    schemas: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any] | None,
+    on_text: Callable[[str], None] | None,
+) -> Reply:
+    """One model call; streamed when someone listens for the text as it comes."""
+    if on_text is None:
+        return llm.complete(role, messages, schemas, tool_choice=choice)
+    for piece in llm.stream_complete(role, messages, schemas, tool_choice=choice):
+        if isinstance(piece, Reply):
+            return piece
+        on_text(piece)
+    raise AssertionError("stream_complete always ends with a Reply")
+
+
 def run_loop(
     llm: LLM,
     role: str,
@@ -67,6 +85,7 @@ def run_loop(
     time_limit: float | None = None,
     tool_choice: str | dict[str, Any] | None = None,
     on_message: OnMessage | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> LoopResult:
     """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`."""
     offered = {item.name: item for item in tools if refusal(ctx, item.name) is None}
@@ -77,7 +96,7 @@ def run_loop(
     stopped = "step-limit"
     for step in range(1, max_steps + 1):
         choice = tool_choice if step == 1 and schemas else None
-        reply = llm.complete(role, messages, schemas, tool_choice=choice)
+        reply = _ask(llm, role, messages, schemas, choice, on_text)
         assistant = reply.as_message()
         messages.append(assistant)
         emit(assistant)
@@ -93,7 +112,7 @@ def run_loop(
             stopped = "time-limit"
             break
     messages.append({"role": "user", "content": "Stop using tools now and answer with what you have."})
-    reply = llm.complete(role, messages, None)
+    reply = _ask(llm, role, messages, None, None, on_text)
     final: Message = {"role": "assistant", "content": reply.text}
     messages.append(final)
     emit(final)

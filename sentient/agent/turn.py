@@ -216,8 +216,11 @@ class Agent:
         incognito: bool = False,
         pins: list[str] | None = None,
         tool_choice: str | dict[str, Any] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        prior: list[Message] | None = None,
     ) -> TurnResult:
-        """Answer one message from the person."""
+        """Answer one message from the person. `on_text` receives the answer as it streams;
+        `prior` is earlier conversation a client sent along (for a session that has none)."""
         if not text.strip():
             raise SentientError("the message is empty; type something to send")
         if session is None:
@@ -235,7 +238,7 @@ class Agent:
                 log.warning("index not synced before the turn: %s", exc.message)
         with self.session_lock(session):
             ctx = self.context(incognito=incognito, channel=channel, session=session)
-            return self._turn(ctx, session, text, tool_choice)
+            return self._turn(ctx, session, text, tool_choice, on_text, prior or [])
 
     def dispatch(self, goal: str, *, pins: list[str] | None = None, scope: str | None = None) -> TurnResult:
         """Start a session the agent itself opens (no client involved) with `goal` as its
@@ -261,7 +264,15 @@ class Agent:
         else:
             self.workspace.vault.update("session", key, {"knowledge_delivered": signature})
 
-    def _turn(self, ctx: ToolContext, session: str, text: str, tool_choice: str | dict[str, Any] | None) -> TurnResult:
+    def _turn(
+        self,
+        ctx: ToolContext,
+        session: str,
+        text: str,
+        tool_choice: str | dict[str, Any] | None,
+        on_text: Callable[[str], None] | None,
+        prior: list[Message],
+    ) -> TurnResult:
         pins, scope, delivered = self.session_settings(session)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
         current = compaction.window(self.messages_of(session))
@@ -278,6 +289,7 @@ class Agent:
         self.record(session, transcript.Message("user", now, text))
         messages: list[Message] = [
             {"role": "system", "content": system},
+            *prior,
             *history(current.messages),
             {"role": "user", "content": content},
         ]
@@ -290,7 +302,14 @@ class Agent:
             self.record(session, to_transcript(message, iso(self.clock())))
 
         result = run_loop(
-            self.llm, "chat", messages, self.registry.offered(ctx), ctx, tool_choice=tool_choice, on_message=on_message
+            self.llm,
+            "chat",
+            messages,
+            self.registry.offered(ctx),
+            ctx,
+            tool_choice=tool_choice,
+            on_message=on_message,
+            on_text=on_text,
         )
         return TurnResult(
             session,

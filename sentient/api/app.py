@@ -1,0 +1,189 @@
+"""create_app(settings): the FastAPI app. Its lifespan opens the vault and index, starts the
+watcher, and stops them cleanly. Nothing is built at import time."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sentient.agent.turn import Agent
+from sentient.api import chat, health, memory, sessions, skills, v1
+from sentient.api.auth import load_or_create_token, require_token
+from sentient.config import Settings
+from sentient.errors import SentientError
+from sentient.llm import LLM
+from sentient.tools import build_registry
+from sentient.watcher import Watcher
+from sentient.workspace import open_workspace
+
+MAX_BODY = 1024 * 1024
+log = logging.getLogger("sentient.api")
+
+
+def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
+    """One error shape for every route; OpenAI clients read `error.message` too."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if status == 401:
+        kind = "authentication_error"
+    return {"error": {"message": message, "type": kind, "status": status, **extra}}
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes with 413, before any route reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        seen = 0
+        exceeded = False
+        replaced = False
+
+        async def limited() -> Message:
+            nonlocal seen, exceeded
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    exceeded = True
+                    return {"type": "http.disconnect"}  # whatever the route makes of it is replaced below
+            return message
+
+        async def guarded(message: Message) -> None:
+            nonlocal replaced
+            if exceeded:
+                if not replaced:
+                    replaced = True
+                    await self._refuse(send)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, limited, guarded)
+        except Exception:
+            if not exceeded:
+                raise
+            if not replaced:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        response = JSONResponse(
+            error_body(413, f"the request body is over {self.limit:,} bytes; send less (split long text)"), 413
+        )
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts) or "body"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] | None = None,
+    llm: LLM | None = None,
+    watch: bool = True,
+) -> FastAPI:
+    """The app for one vault. `environ` holds provider keys (named by api_key_env); `llm`
+    replaces the model client (tests); `watch` starts the file watcher."""
+    token, _ = load_or_create_token(settings.state_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        workspace = open_workspace(settings)
+        workspace.index.sync()
+        agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings))
+        watcher = Watcher(workspace) if watch else None
+        if watcher is not None:
+            watcher.start()
+        app.state.workspace, app.state.agent, app.state.watcher = workspace, agent, watcher
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            agent.close()
+            workspace.close()
+
+    app = FastAPI(
+        title="Sentient",
+        description="A personal knowledge agent whose memory is a vault of markdown files.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.token = token
+    app.state.settings = settings
+    app.add_middleware(BodyLimit)
+    _handlers(app)
+    protected = [Depends(require_token)]
+    app.include_router(health.router, dependencies=protected)
+    app.include_router(chat.router, dependencies=protected)
+    app.include_router(sessions.router, dependencies=protected)
+    app.include_router(skills.router, dependencies=protected)
+    if settings.features.memory:  # absent, not switched off: the routes do not exist
+        app.include_router(memory.router, dependencies=protected)
+    app.include_router(v1.router, dependencies=protected)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=protected)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=protected)
+    def docs(request: Request) -> HTMLResponse:
+        token_query = request.query_params.get("token", "")
+        return get_swagger_ui_html(openapi_url=f"/openapi.json?token={token_query}", title="Sentient API")
+
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(SentientError)
+    async def sentient_error(request: Request, exc: SentientError) -> JSONResponse:
+        extra = getattr(exc, "extra", None) or {}
+        return JSONResponse(error_body(exc.status, exc.message, **extra), exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            if error.get("type") == "json_invalid":
+                problems.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})")
+            elif error.get("type") == "extra_forbidden":
+                problems.append(f"{_field(error['loc'])}: unknown field; remove it")
+            else:
+                problems.append(f"{_field(error['loc'])}: {error['msg']}")
+        return JSONResponse(error_body(422, "; ".join(problems)), 422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(error_body(exc.status_code, str(exc.detail)), exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body(500, f"internal error ({type(exc).__name__}); see the server log"), 500)

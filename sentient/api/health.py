@@ -1,0 +1,27 @@
+"""GET /api/health: is the server up, and what does this process have."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from sentient.api.deps import AgentDep, WorkspaceDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/api/health")
+def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
+    """Status, the vault, whether memory exists in this process, the watcher and the model."""
+    watcher = request.app.state.watcher
+    problems = workspace.index.problems()
+    return {
+        "status": "ok",
+        "vault": str(workspace.vault.root),
+        "memory": "present" if workspace.settings.features.memory else "absent",
+        "watcher": watcher.mode if watcher is not None else "off",
+        "model": agent.llm.model_name("chat"),
+        "unreadable_files": len(problems),
+        "pattern_set": workspace.judge.patterns.label,
+    }

@@ -1,0 +1,80 @@
+"""Sessions: list, read, their pins, and what they are told (the knowledge block)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict
+
+from sentient.agent.turn import check_pins, session_knowledge
+from sentient.api.deps import AgentDep, WorkspaceDep
+from sentient.errors import NotFound
+from sentient.vault import transcript
+from sentient.vault.kinds import check_key
+
+router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+
+
+class Pins(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pins: list[str]
+
+
+@router.get("")
+def list_sessions(workspace: WorkspaceDep, limit: int = 50) -> list[dict[str, Any]]:
+    """Stored sessions, newest first (incognito sessions are never stored)."""
+    docs = sorted(workspace.index.documents("session"), key=lambda d: d.updated or "", reverse=True)
+    return [
+        {"id": d.key, "title": d.title, "updated": d.updated, "channel": d.meta.get("channel"),
+         "pins": d.meta.get("pins") or []}
+        for d in docs[: max(1, min(limit, 500))]
+    ]
+
+
+@router.get("/{session_id}")
+def read_session(session_id: str, agent: AgentDep) -> dict[str, Any]:
+    """A session's settings and its messages."""
+    check_key("session", session_id)
+    messages = agent.messages_of(session_id) if agent.is_incognito(session_id) else None
+    meta: dict[str, Any] = {"incognito": True}
+    if messages is None:
+        document = agent.workspace.vault.get("session", session_id)
+        meta = dict(document.meta)
+        messages = transcript.parse(document.body).messages
+    return {
+        "id": session_id,
+        **{k: v for k, v in meta.items() if k != "id"},
+        "messages": [
+            {"role": m.role, "time": m.time, "text": m.text, "tool_calls": list(m.tool_calls),
+             "tool_results": list(m.tool_results), "pinned": m.pinned}
+            for m in messages
+        ],
+    }
+
+
+@router.get("/{session_id}/pins")
+def get_pins(session_id: str, agent: AgentDep) -> Pins:
+    check_key("session", session_id)
+    if not agent.is_incognito(session_id) and agent.workspace.vault.locate("session", session_id) is None:
+        raise NotFound(f"no session '{session_id}'")
+    return Pins(pins=agent.session_settings(session_id)[0])
+
+
+@router.put("/{session_id}/pins")
+def put_pins(session_id: str, body: Pins, agent: AgentDep) -> Pins:
+    """Replace the session's pins; the next message carries the changed block."""
+    check_key("session", session_id)
+    return Pins(pins=agent.set_pins(session_id, check_pins(body.pins)))
+
+
+@router.get("/{session_id}/knowledge")
+def get_knowledge(session_id: str, workspace: WorkspaceDep) -> dict[str, Any]:
+    """Exactly what the session is told, and whether it already carries it."""
+    check_key("session", session_id)
+    knowledge, delivered = session_knowledge(workspace, session_id)
+    if knowledge is None:
+        return {"text": None, "signature": None, "delivered": False, "problems": []}
+    return {"text": knowledge.text, "signature": knowledge.signature, "delivered": delivered,
+            "problems": list(knowledge.problems)}

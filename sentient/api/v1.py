@@ -1,0 +1,132 @@
+"""The OpenAI-compatible endpoint, so existing clients can chat: POST /v1/chat/completions
+(whole or `stream: true` in the chunk format) and GET /v1/models.
+
+These turns use channel `api`: whether they may use memory follows `api.allow_memory`. A
+client's `user` (field, or the `X-Sentient-User` header) maps to one session, so its
+follow-ups continue that session; without one, each request is a new session and the earlier
+messages the client sends along are its history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict
+
+from sentient.agent.turn import Agent, TurnResult
+from sentient.api.chat import TurnFailed, relay
+from sentient.api.deps import AgentDep
+from sentient.errors import SentientError
+from sentient.llm import LLMError
+
+router = APIRouter(prefix="/v1", tags=["openai-compatible"])
+MODEL_ID = "sentient"
+
+
+class V1Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class CompletionRequest(BaseModel):
+    """OpenAI's request; sampling fields a client sends (temperature, ...) are accepted and
+    left to the configured model."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = MODEL_ID
+    messages: list[V1Message]
+    stream: bool = False
+    user: str | None = None
+
+
+def text_of(content: str | list[dict[str, Any]] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def session_for(agent: Agent, user: str | None) -> tuple[str, bool]:
+    """(session key, is new). One stored session per client user."""
+    if not user:
+        return agent.new_session(channel="api", title="API chat"), True
+    key = "api-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+    if agent.workspace.vault.locate("session", key) is None:
+        agent.new_session(channel="api", title=f"API chat ({user[:40]})", key=key)
+        return key, True
+    return key, False
+
+
+def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: Any = None) -> TurnResult:
+    if not request.messages or request.messages[-1].role != "user" or not text_of(request.messages[-1].content).strip():
+        raise SentientError("messages: the last message must be a non-empty one from the user")
+    session, new = session_for(agent, request.user or user)
+    prior: list[dict[str, Any]] = []
+    if new:
+        prior = [{"role": m.role, "content": text_of(m.content)} for m in request.messages[:-1]
+                 if m.role in ("system", "user", "assistant") and text_of(m.content).strip()]
+    try:
+        return agent.turn(text_of(request.messages[-1].content), session=session, channel="api", prior=prior,
+                          on_text=on_text)
+    except LLMError as exc:
+        raise TurnFailed(exc, session) from exc
+
+
+@router.get("/models")
+def models(agent: AgentDep) -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sentient",
+                                        "root": agent.llm.model_name("chat")}]}
+
+
+@router.post("/chat/completions")
+def completions(
+    request: CompletionRequest,
+    agent: AgentDep,
+    x_sentient_user: Annotated[str | None, Header()] = None,
+) -> Any:
+    completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    if request.stream:
+        return StreamingResponse(_chunks(agent, request, x_sentient_user, completion_id, created),
+                                 media_type="text/event-stream")
+    result = turn(agent, request, x_sentient_user)
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": request.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "sentient": {"session_id": result.session, "memory_allowed": result.memory_allowed},
+    }
+
+
+async def _chunks(agent: Agent, request: CompletionRequest, user: str | None, completion_id: str,
+                  created: int) -> AsyncIterator[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": request.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for event, data in relay(lambda on_text: {"session": turn(agent, request, user, on_text).session}):
+        if event == "delta":
+            yield chunk({"content": data["text"]})
+        elif event == "error":
+            yield f"data: {json.dumps({'error': {'message': data['message'], 'type': 'server_error'}})}\n\n"
+            yield "data: [DONE]\n\n"
+            return
+    yield chunk({}, "stop")
+    yield "data: [DONE]\n\n"
