@@ -25,6 +25,7 @@ from sentient.chat import repl
 from sentient.config import Settings, load_settings
 from sentient.doctor import examine
 from sentient.errors import SentientError
+from sentient.llm import LLM
 from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, list_entries
 from sentient.threats import scan
 from sentient.vault.document import Document
@@ -131,11 +132,19 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
-    diagnosis = examine(workspace)
+    llm = None if args.no_models else LLM(workspace.settings, os.environ)
+    try:
+        diagnosis = examine(workspace, llm)
+    finally:
+        if llm is not None:
+            llm.close()
     held = ", ".join(_plural(n, k) for k, n in diagnosis.counts.items() if n)
     print(f"vault {diagnosis.vault}: {held or 'empty'}")
     for note in diagnosis.notes:
         print(note)
+    for check in diagnosis.models:
+        state = "answers" if check.ok else "does NOT answer"
+        print(f"model {check.model} ({', '.join(check.roles)}) {state}: {check.message}")
     if diagnosis.flagged:
         print(f"\n{len(diagnosis.flagged)} file(s) read like instructions; they are kept but never shown to the model:")
         for entry in diagnosis.flagged:
@@ -147,9 +156,9 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
         for problem in diagnosis.problems:
             print(f"  {problem.path}")
             print(f"      {problem.reason}. {problem.fix}")
-        return 1
-    print("every file reads fine")
-    return 0
+    else:
+        print("every file reads fine")
+    return 0 if diagnosis.healthy else 1
 
 
 def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
@@ -338,6 +347,7 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     search.set_defaults(handler=cmd_search)
 
     doctor = sub.add_parser("doctor", help="report unreadable and flagged files and what to do")
+    doctor.add_argument("--no-models", action="store_true", help="skip asking each model for a one-token answer")
     doctor.set_defaults(handler=cmd_doctor)
 
     scan_cmd = sub.add_parser("scan", help="judge any text with the threat patterns")

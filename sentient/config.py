@@ -70,6 +70,15 @@ class ThreatSettings(_Section):
     file: str | None = None  # a YAML file of extra patterns, relative to the vault
 
 
+class LocalSettings(_Section):
+    """The embedded model (`model: local` or `local:/path/to/x.gguf`)."""
+
+    threads: int = Field(default=1, ge=1, le=64)
+    context: int = Field(default=4096, ge=512)
+    max_tokens: int = Field(default=256, ge=16)  # longest answer
+    tool_routing: bool = True  # let small models call tools by constrained choice
+
+
 class Settings(_Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
@@ -83,6 +92,7 @@ class Settings(_Section):
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
     threats: ThreatSettings = ThreatSettings()
+    local: LocalSettings = LocalSettings()
 
     @property
     def state_dir(self) -> Path:

@@ -5,10 +5,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sentient.llm import LLM
 from sentient.memory import EntryView, flagged_everywhere
 from sentient.vault import Problem
 from sentient.vault.kinds import KINDS
 from sentient.workspace import Workspace
+
+ROLES = ("chat", "helper", "extraction")
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    roles: tuple[str, ...]
+    model: str
+    ok: bool
+    message: str
 
 
 @dataclass(frozen=True)
@@ -17,15 +28,30 @@ class Diagnosis:
     counts: dict[str, int]
     problems: list[Problem]
     flagged: list[EntryView] = field(default_factory=list)
+    models: list[ModelCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
-        return not self.problems
+        return not self.problems and all(check.ok for check in self.models)
 
 
-def examine(workspace: Workspace) -> Diagnosis:
-    """Bring the index up to date and report what it holds and what it could not read."""
+def check_models(llm: LLM, timeout: float = 60.0) -> list[ModelCheck]:
+    """Whether each configured model answers a one-token call; roles sharing a model are
+    asked once."""
+    by_model: dict[str, list[str]] = {}
+    for role in ROLES:
+        by_model.setdefault(llm.model_name(role), []).append(role)
+    checks = []
+    for model, roles in by_model.items():
+        ok, message = llm.ping(roles[0], timeout)
+        checks.append(ModelCheck(tuple(roles), model, ok, message))
+    return checks
+
+
+def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
+    """Bring the index up to date and report what it holds, what it could not read, what is
+    flagged, and (given a model client) whether each model answers."""
     index = workspace.index
     index.sync()
     counts = Counter(doc.kind for doc in index.documents())
@@ -34,4 +60,5 @@ def examine(workspace: Workspace) -> Diagnosis:
         counts={name: counts.get(name, 0) for name in KINDS},
         problems=index.problems(),
         flagged=flagged_everywhere(workspace),
+        models=check_models(llm) if llm is not None else [],
     )

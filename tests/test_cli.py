@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sentient.cli import main
+from tests.scripted import Scripted
 
 GIT = shutil.which("git")
 
@@ -42,7 +44,7 @@ def test_init_makes_a_vault_that_index_and_doctor_accept(tmp_path: Path, capsys:
     if GIT:
         assert (target / ".git").is_dir()
     assert run(capsys, "--vault", str(target), "index")[0] == 0
-    code, out, _ = run(capsys, "--vault", str(target), "doctor")
+    code, out, _ = run(capsys, "--vault", str(target), "doctor", "--no-models")
     assert code == 0, out
     assert "every file reads fine" in out
 
@@ -102,7 +104,7 @@ def test_doctor_names_each_bad_file_and_exits_nonzero(
     make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     vault = make_vault("broken")
-    code, out, _ = run(capsys, "--vault", str(vault), "doctor")
+    code, out, _ = run(capsys, "--vault", str(vault), "doctor", "--no-models")
     assert code == 1
     assert "could not be read" in out
     for reason in ("not valid YAML", "not UTF-8", "binary", "must be", "is used by 2 files", "limit", "valid id",
@@ -139,7 +141,7 @@ def test_index_search_doctor_leave_git_status_clean(
     run(capsys, "--vault", str(vault), "index")
     run(capsys, "--vault", str(vault), "index", "--rebuild")
     run(capsys, "--vault", str(vault), "search", "Anika")
-    run(capsys, "--vault", str(vault), "doctor")
+    run(capsys, "--vault", str(vault), "doctor", "--no-models")
     status = subprocess.run([*git, "status", "--porcelain", "--ignored=no"], capture_output=True, text=True, check=True)
     assert status.stdout == ""
     assert snapshot(vault) == before
@@ -155,3 +157,25 @@ def test_console_script_runs_as_a_process(make_vault: Callable[[str], Path]) -> 
     )
     assert result.returncode == 0, result.stderr
     assert "memory entries" in result.stdout
+
+
+def test_doctor_says_whether_each_model_answers(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    scripted: Scripted,
+) -> None:
+    vault = make_vault("basic")
+    monkeypatch.setenv("SENTIENT_MODEL", "scripted/test")
+    code, out, _ = run(capsys, "--vault", str(vault), "doctor")
+    assert code == 0, out
+    assert "model scripted/test (chat, helper, extraction) answers" in out
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (vault / "sentient.yaml").write_text(
+        f"model: scripted/test\nmodels:\n  helper:\n    model: openai/nobody\n    api_base: http://127.0.0.1:{port}/v1\n"
+    )
+    monkeypatch.delenv("SENTIENT_MODEL")
+    code, out, _ = run(capsys, "--vault", str(vault), "doctor")
+    assert code == 1
+    assert "model openai/nobody (helper) does NOT answer" in out
+    assert "sentient.yaml" in out

@@ -114,7 +114,7 @@ def test_doctor_and_memory_list_show_flagged_entries(
     make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     vault = make_vault("hostile")
-    assert main(["--vault", str(vault), "doctor"]) == 0
+    assert main(["--vault", str(vault), "doctor", "--no-models"]) == 0
     out = capsys.readouterr().out
     assert "read like instructions" in out
     assert "memory/web/ignore-previous-instructions.md" in out and "override-ignore-previous" in out

@@ -128,8 +128,9 @@ class Agent:
         self._locks_guard = threading.Lock()
 
     def close(self) -> None:
-        """Let background helpers finish (briefly) before the process ends."""
+        """Let background helpers finish (briefly), then stop the model servers it started."""
         self.background.wait(5.0)
+        self.llm.close()
 
     # --- sessions ----------------------------------------------------------------------
 

