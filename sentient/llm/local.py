@@ -257,14 +257,17 @@ class ConstrainedTools(CustomLLM):
         data: dict[str, Any] = response.json()
         return data
 
-    def _ask(self, alias: str, messages: list[dict[str, Any]], timeout: float, *, schema: dict[str, Any] | None = None,
-             max_tokens: int | None = None) -> tuple[str, dict[str, int]]:
-        body: dict[str, Any] = {
+    def _body(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
+        return {
             "messages": _flatten(messages),
             "max_tokens": max_tokens or self.models.settings.max_tokens,
             "temperature": 0.2,
             "repeat_penalty": 1.15,
         }
+
+    def _ask(self, alias: str, messages: list[dict[str, Any]], timeout: float, *, schema: dict[str, Any] | None = None,
+             max_tokens: int | None = None) -> tuple[str, dict[str, int]]:
+        body = self._body(messages, max_tokens)
         if schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
         data = self._post(alias, body, timeout)
@@ -272,9 +275,10 @@ class ConstrainedTools(CustomLLM):
         usage = data.get("usage") or {}
         return text, {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
-    def decide(self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], tool_choice: Any,
-               timeout: float) -> tuple[str, dict[str, Any] | None, dict[str, int]]:
-        """(text, tool call or None, usage) for one turn of the conversation."""
+    def route(self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], tool_choice: Any,
+              timeout: float) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, int]]:
+        """(tool call, [], usage) when a tool is to be called, else (None, the messages to
+        answer from, {})."""
         functions = {t["function"]["name"]: t["function"] for t in tools if t.get("type") == "function"}
         answered_by_tools = bool(messages) and messages[-1].get("role") == "tool"
         if not functions or tool_choice == "none" or not self.models.settings.tool_routing or answered_by_tools:
@@ -286,8 +290,7 @@ class ConstrainedTools(CustomLLM):
                     question = question[-1].get("text", "") if question else ""
                 shown = str(question or "")
                 messages = [*messages, {"role": "user", "content": f"Using the information above, answer: {shown}"}]
-            text, usage = self._ask(alias, messages, timeout)
-            return text, None, usage
+            return None, messages, {}
         named = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
         if named in functions:
             chosen = named
@@ -303,8 +306,7 @@ class ConstrainedTools(CustomLLM):
                                        "required": ["next"], "additionalProperties": False})
             chosen = _field(raw, "next", ANSWER)
         if chosen not in functions:
-            text, usage = self._ask(alias, messages, timeout)
-            return text, None, usage
+            return None, messages, {}
         spec = functions[chosen]
         parameters = for_small_model(spec.get("parameters") or {"type": "object", "properties": {}})
         prompt = f"Write the arguments for {chosen} ({spec.get('description', '')[:200]}) as JSON."
@@ -317,21 +319,42 @@ class ConstrainedTools(CustomLLM):
         if not isinstance(arguments, dict):
             arguments = {}
         call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": chosen, "arguments": json.dumps(arguments)}
-        return "", call, usage
+        return call, [], usage
 
-    def _result(self, model: str, optional_params: dict[str, Any], messages: list[Any],
-                timeout: Any) -> tuple[str, dict[str, Any] | None, dict[str, int]]:
+    def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float) -> Iterator[str]:
+        """The answer's text as the server produces it."""
+        address = self.models.server(alias).address()
+        body = {"model": alias, **self._body(messages, None), "stream": True}
+        self.models.recent.append(body)
+        with httpx.stream("POST", f"{address}/v1/chat/completions", json=body, timeout=timeout) as response:
+            if response.status_code >= 400:
+                raise APIError(status_code=response.status_code, message=response.read().decode()[:500],
+                               llm_provider=self.models.provider, model=alias)
+            for line in response.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                choices = json.loads(line[6:]).get("choices") or [{}]
+                piece = (choices[0].get("delta") or {}).get("content")
+                if piece:
+                    yield str(piece)
+
+    def _route(self, model: str, optional_params: dict[str, Any], messages: list[Any],
+               timeout: Any) -> tuple[str, float, dict[str, Any] | None, list[dict[str, Any]], dict[str, int]]:
         alias = model.split("/", 1)[-1]
         seconds = float(timeout) if isinstance(timeout, int | float) else 300.0
         tools = optional_params.get("tools") or []
-        return self.decide(alias, messages, tools, optional_params.get("tool_choice"), seconds)
+        call, answer_from, usage = self.route(alias, messages, tools, optional_params.get("tool_choice"), seconds)
+        return alias, seconds, call, answer_from, usage
 
     def completion(self, model: str, messages: list[Any], api_base: str, custom_prompt_dict: dict[str, Any],
                    model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
                    logging_obj: Any, optional_params: dict[str, Any], acompletion: Any = None,
                    litellm_params: Any = None, logger_fn: Any = None, headers: Any = None, timeout: Any = None,
                    client: Any = None) -> ModelResponse:
-        text, call, usage = self._result(model, optional_params, messages, timeout)
+        alias, seconds, call, answer_from, usage = self._route(model, optional_params, messages, timeout)
+        text = ""
+        if call is None:
+            text, usage = self._ask(alias, answer_from, seconds)
         tool_calls = None
         if call is not None:
             tool_calls = [ChatCompletionMessageToolCall(id=call["id"], type="function",
@@ -350,13 +373,20 @@ class ConstrainedTools(CustomLLM):
                   logging_obj: Any, optional_params: dict[str, Any], acompletion: Any = None,
                   litellm_params: Any = None, logger_fn: Any = None, headers: Any = None, timeout: Any = None,
                   client: Any = None) -> Iterator[GenericStreamingChunk]:
-        text, call, usage = self._result(model, optional_params, messages, timeout)
+        alias, seconds, call, answer_from, usage = self._route(model, optional_params, messages, timeout)
         tool_use: Any = None
         if call is not None:
             tool_use = {"id": call["id"], "type": "function", "index": 0,
                         "function": {"name": call["name"], "arguments": call["arguments"]}}
-        yield {"text": text, "tool_use": tool_use, "is_finished": False, "finish_reason": "", "usage": None,
-               "index": 0}
+            yield {"text": "", "tool_use": tool_use, "is_finished": False, "finish_reason": "", "usage": None,
+                   "index": 0}
+        else:
+            pieces = 0
+            for piece in self._stream(alias, answer_from, seconds):
+                pieces += 1
+                yield {"text": piece, "tool_use": None, "is_finished": False, "finish_reason": "", "usage": None,
+                       "index": 0}
+            usage = {"prompt_tokens": 0, "completion_tokens": pieces, "total_tokens": pieces}
         yield {"text": "", "tool_use": None, "is_finished": True, "finish_reason": "tool_calls" if call else "stop",
                "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
                          "total_tokens": usage["total_tokens"]}, "index": 0}
