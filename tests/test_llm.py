@@ -13,10 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import litellm
+from pathlib import Path
+
 import pytest
 
 from sentient.config import Settings
-from sentient.llm import DEFAULT_TIMEOUT, LLM, ContextTooLong, Endpoint, LLMError, LLMUnavailable, Reply, ToolCall
+from sentient.llm.client import DEFAULT_TIMEOUT, LLM, ContextTooLong, Endpoint, LLMError, LLMUnavailable, Reply, ToolCall
 from tests.scripted import (
     MODEL,
     NOTHING_QUEUED,
@@ -327,11 +329,14 @@ def test_roles_use_their_own_model_and_api_base(scripted: Scripted) -> None:
     ]
 
 
-def test_local_model_without_the_embedded_runtime_says_what_to_do() -> None:
+def test_a_local_model_file_that_is_missing_says_what_to_do(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.gguf"
+    llm = make_llm(model=f"local:{missing}")
     with pytest.raises(LLMUnavailable) as caught:
-        make_llm(model="local").complete("chat", USER)
-    assert "embedded model" in caught.value.message
-    assert "ollama_chat/qwen3:8b" in caught.value.message
+        llm.complete("chat", USER)
+    assert f"no GGUF file at {missing}" in caught.value.message
+    assert "sentient.yaml" in caught.value.message
+    llm.close()
 
 
 def test_resolver_routes_a_local_model(scripted: Scripted) -> None:
