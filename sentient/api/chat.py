@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sentient.agent.turn import Agent, TurnResult
 from sentient.api.deps import AgentDep
-from sentient.errors import SentientError
+from sentient.errors import NotFound, SentientError
 from sentient.llm import LLMError
 from sentient.vault.kinds import check_key
 
@@ -91,6 +91,9 @@ class TurnFailed(SentientError):
 
 def open_session(agent: Agent, request: ChatRequest) -> str:
     if request.session_id is not None:
+        if not agent.is_incognito(request.session_id) and agent.workspace.vault.locate(
+                "session", request.session_id) is None:  # before a stream starts: a 404, not an error event
+            raise NotFound(f"no session '{request.session_id}'; start a new one by leaving session out")
         return request.session_id
     return agent.new_session(incognito=request.incognito, pins=request.pins, title=request.message.strip()[:60])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from sentient.api.deps import WorkspaceDep
@@ -22,6 +22,7 @@ from sentient.memory import (
     list_entries,
     view,
 )
+from sentient.vault.document import check_id
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -139,3 +140,10 @@ def forget_memory(
 def allow_memory(entry_id: str, workspace: WorkspaceDep, body: Allow | None = None) -> dict[str, Any]:
     """Let exactly this revision of a flagged entry reach the model; an edit judges it again."""
     return allow_entry(workspace, entry_id, body.revision if body else None).as_dict()
+
+
+@router.api_route("/{entry_id:path}", methods=["GET", "PATCH", "DELETE", "POST"], include_in_schema=False)
+def unmatched(entry_id: str) -> None:
+    """A path no route above takes: an id holding '/' (sent as %2F) gets the id rule, not a bare 404."""
+    check_id(entry_id, "memory id")
+    raise HTTPException(status_code=405)

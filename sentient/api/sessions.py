@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict
 
 from sentient.agent.turn import check_pins, session_knowledge
@@ -78,3 +78,10 @@ def get_knowledge(session_id: str, workspace: WorkspaceDep) -> dict[str, Any]:
         return {"text": None, "signature": None, "delivered": False, "problems": []}
     return {"text": knowledge.text, "signature": knowledge.signature, "delivered": delivered,
             "problems": list(knowledge.problems)}
+
+
+@router.api_route("/{session_id:path}", methods=["GET", "PUT"], include_in_schema=False)
+def unmatched(session_id: str) -> None:
+    """A path no route above takes: an id holding '/' (sent as %2F) gets the id rule, not a bare 404."""
+    check_key("session", session_id)
+    raise HTTPException(status_code=405)

@@ -68,9 +68,13 @@ def session_for(agent: Agent, user: str | None) -> tuple[str, bool]:
     return key, False
 
 
-def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: Any = None) -> TurnResult:
+def check(request: CompletionRequest) -> None:
     if not request.messages or request.messages[-1].role != "user" or not text_of(request.messages[-1].content).strip():
         raise SentientError("messages: the last message must be a non-empty one from the user")
+
+
+def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: Any = None) -> TurnResult:
+    check(request)
     session, new = session_for(agent, request.user or user)
     prior: list[dict[str, Any]] = []
     if new:
@@ -95,6 +99,7 @@ def completions(
     agent: AgentDep,
     x_sentient_user: Annotated[str | None, Header()] = None,
 ) -> Any:
+    check(request)  # before a stream starts: bad input gets its 400, not a 200 with an error chunk
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     if request.stream:
