@@ -49,6 +49,7 @@ class ChatSettings(_Section):
     incognito_uses_memory: bool = False
     context_tokens: int = Field(default=6000, ge=200)  # a session's history budget; over it, compact
     keep_messages: int = Field(default=6, ge=2)  # recent messages kept verbatim by compaction
+    knowledge_entries: int = Field(default=40, ge=0)  # memory entries listed in the knowledge block
 
 
 class ApiSettings(_Section):

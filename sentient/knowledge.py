@@ -28,8 +28,7 @@ from sentient.vault.kinds import check_key
 from sentient.workspace import Workspace
 
 TEMPLATE = "session_knowledge.md.j2"
-MAX_INDEX_ENTRIES = 200
-LINE_CHARS = 120
+LINE_CHARS = 100
 PIN_KINDS = {"note": "note", "plan": "plan"}
 
 log = logging.getLogger(__name__)
@@ -112,7 +111,7 @@ class KnowledgeBuilder:
         scopes = {None, "global", scope} if scope else {None, "global"}
         docs = [doc for doc in index.documents("memory") if doc.scope in scopes and self.workspace.visible(doc)]
         docs.sort(key=lambda doc: (doc.updated or doc.created or "", doc.key), reverse=True)
-        entries = tuple(_entry(doc) for doc in docs[:MAX_INDEX_ENTRIES])
+        entries = tuple(_entry(doc) for doc in docs[: self.workspace.settings.chat.knowledge_entries])
         built = MemoryIndex(entries, len(docs))
         with self._lock:
             self._cache = {k: v for k, v in self._cache.items() if k[0] == index.version}

@@ -120,7 +120,7 @@ def test_after_compaction_the_block_and_pinned_messages_arrive_in_one_synthetic_
     assert "summary" not in [m.role for m in agent.messages_of(first.session)]
     scripted.queue(text("SUMMARY: locker code and onboarding talk."), text("Got it."), text("Answer."))
     requests_before = len(scripted.requests)
-    agent.turn("What next? " + "More detail. " * 400, session=first.session)
+    agent.turn("What next? " + "More detail. " * 800, session=first.session)
     summary_call, synthetic_call, turn_call = scripted.requests[requests_before:]
     assert "Summarise the conversation" in summary_call["messages"][0]["content"]
     synthetic = user_message(synthetic_call)

@@ -55,7 +55,10 @@ def split(current: Window, keep: int) -> tuple[list[transcript.Message], list[tr
     cut = max(0, len(items) - keep)
     while cut > 0 and items[cut].role != "user":
         cut -= 1
-    return items[:cut], items[cut:]
+    older = items[:cut]
+    if sum(m.role in ("user", "assistant") for m in older) < 2:
+        return [], items  # nothing worth a summary yet
+    return older, items[cut:]
 
 
 def insert_summary(body: str, recent: int, summary: transcript.Message) -> str:

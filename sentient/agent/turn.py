@@ -84,9 +84,10 @@ def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSA
     knowledge block each message carried as its synthetic first part."""
     shown: list[Message] = []
     block: str | None = None
-    for message in messages:
+    latest = max((n for n, m in enumerate(messages) if m.role == "knowledge"), default=-1)
+    for number, message in enumerate(messages):
         if message.role == "knowledge":
-            block = message.text
+            block = message.text if number == latest else None  # a newer block replaces older ones
         elif message.role == "user" and message.text.strip():
             if block is None:
                 shown.append({"role": "user", "content": message.text})
@@ -177,14 +178,18 @@ class Agent:
             return tuple(self._incognito[key])
         return transcript.parse(self.workspace.vault.get("session", key).body).messages
 
-    def record(self, key: str, message: transcript.Message) -> None:
-        """Append one message to the session as it happens."""
+    def record(self, key: str, *messages: transcript.Message, meta: Mapping[str, Any] | None = None) -> None:
+        """Append messages (and set frontmatter fields) in one write, as the turn goes."""
         if key in self._incognito:
-            self._incognito[key].append(message)
+            self._incognito[key].extend(messages)
+            self._incognito_meta.setdefault(key, {}).update(meta or {})
             return
 
         def add(document: Document) -> Document:
-            return document.replace(body=transcript.append(document.body, message))
+            body = document.body
+            for message in messages:
+                body = transcript.append(body, message)
+            return document.replace(meta, body)
 
         self.workspace.vault.update("session", key, transform=add)
 
@@ -258,13 +263,6 @@ class Agent:
         delivered = meta.get("knowledge_delivered")
         return list(pins), scope if isinstance(scope, str) else None, delivered if isinstance(delivered, str) else None
 
-    def mark_delivered(self, key: str, signature: str) -> None:
-        """Record what the session now carries: only after the model accepted the send."""
-        if key in self._incognito:
-            self._incognito_meta.setdefault(key, {})["knowledge_delivered"] = signature
-        else:
-            self.workspace.vault.update("session", key, {"knowledge_delivered": signature})
-
     def _turn(
         self,
         ctx: ToolContext,
@@ -283,11 +281,12 @@ class Agent:
         now = iso(self.clock())
         content: str | list[dict[str, str]] = text
         pending: str | None = None
+        said = [transcript.Message("user", now, text)]
         if knowledge is not None and knowledge.signature != delivered:
-            self.record(session, transcript.Message("knowledge", now, knowledge.text))
+            said.insert(0, transcript.Message("knowledge", now, knowledge.text))
             content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": text}]
             pending = knowledge.signature
-        self.record(session, transcript.Message("user", now, text))
+        self.record(session, *said)
         messages: list[Message] = [
             {"role": "system", "content": system},
             *prior,
@@ -297,10 +296,11 @@ class Agent:
 
         def on_message(message: Message) -> None:
             nonlocal pending
+            accepted = None
             if pending is not None and message["role"] == "assistant":
-                self.mark_delivered(session, pending)  # the model call returned: accepted
+                accepted = {"knowledge_delivered": pending}  # the model call returned: accepted
                 pending = None
-            self.record(session, to_transcript(message, iso(self.clock())))
+            self.record(session, to_transcript(message, iso(self.clock())), meta=accepted)
 
         result = run_loop(
             self.llm,
@@ -326,9 +326,15 @@ class Agent:
     # --- compaction --------------------------------------------------------------------
 
     def _over_budget(self, system: str, current: compaction.Window, text: str) -> bool:
-        messages = [{"role": "system", "content": system}, *history(current.messages),
-                    {"role": "user", "content": text}]
-        return self.llm.count_tokens("chat", messages) > self.settings.chat.context_tokens
+        """Is the conversation over its budget? The knowledge block is not counted: compaction
+        cannot shrink it, and it is delivered again after compacting anyway."""
+        said = tuple(m for m in current.messages if m.role != "knowledge")
+        messages = [{"role": "system", "content": system}, *history(said), {"role": "user", "content": text}]
+        budget = self.settings.chat.context_tokens
+        rough = sum(len(str(m["content"])) for m in messages) // 4
+        if rough < budget // 2:  # far below: skip the exact (and slower) count
+            return False
+        return self.llm.count_tokens("chat", messages) > budget
 
     def _compact(
         self,
@@ -368,10 +374,9 @@ class Agent:
             return current, system, delivered
         now = iso(self.clock())
         sent = (transcript.Message("knowledge", now, synthetic), transcript.Message("assistant", now, reply.text))
-        for message in sent:
-            self.record(session, message)
+        accepted = {"knowledge_delivered": knowledge.signature} if knowledge is not None else None
+        self.record(session, *sent, meta=accepted)
         if knowledge is not None:
-            self.mark_delivered(session, knowledge.signature)
             delivered = knowledge.signature
         return compaction.Window(summary, (*recent, *sent)), system, delivered
 
