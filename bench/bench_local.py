@@ -85,7 +85,7 @@ def main() -> None:
         for _ in range(args.rounds):
             started = time.perf_counter()
             stamps: list[float] = []
-            agent.turn(QUESTION, on_text=lambda piece: stamps.append(time.perf_counter()))
+            agent.turn(QUESTION, on_text=lambda piece, seen=stamps: seen.append(time.perf_counter()))
             total = time.perf_counter() - started
             if not stamps:
                 continue

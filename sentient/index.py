@@ -12,28 +12,34 @@ for a long sync. A database from another schema, other settings, or garbage byte
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sqlite3
 import threading
 import time
+from array import array
 from collections import Counter
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sentient.errors import BadFile, IndexUnavailable
 from sentient.vault.document import Document
-from sentient.vault.store import Found, Problem, Vault
+from sentient.vault.store import Folder, Found, Problem, Vault
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
 OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index into one segment
+# A query matching more entries than this is "broad" (see Index.search): ranking costs about a
+# microsecond per matching entry (FTS5 scores every match; it has no top-k pruning).
+BROAD_MATCHES = 3000
 FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
 
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
@@ -49,7 +55,11 @@ _SCHEMA = (
         tokenize='porter unicode61 remove_diacritics 2')""",
     """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,
         fix TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, duplicate INTEGER NOT NULL)""",
+    # per folder, a digest of its document files' (name, mtime_ns, size) as of the sync that stored it,
+    # when each of them had its row; a write of any row in the folder deletes it
+    "CREATE TABLE folders (path TEXT PRIMARY KEY, state BLOB NOT NULL, files INTEGER NOT NULL)",
 )
+_REPEATABLE = frozenset({"memory", "note", "plan", "skill", "session"})
 _INSERT_DOCUMENT = f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 
 Judge = Callable[[Document], Mapping[str, Any] | None]
@@ -108,16 +118,27 @@ class Hit:
     threat: Mapping[str, Any] | None
 
 
-def fts_query(text: str, operator: str = " ") -> str | None:
-    """Free text as a safe FTS5 query: every word quoted, so no syntax is ever interpreted."""
+def phrases(text: str) -> list[str]:
+    """Free text as FTS5 phrases: every word quoted, so no syntax is ever interpreted."""
     words = [w for w in text.replace("\x00", " ").split() if any(c.isalnum() for c in w)][:32]
-    return operator.join('"' + w.replace('"', '""') + '"' for w in words) or None
+    return ['"' + w.replace('"', '""') + '"' for w in words]
+
+
+def fts_query(text: str, operator: str = " ") -> str | None:
+    """Free text as a safe FTS5 query: its phrases joined by `operator`."""
+    return operator.join(phrases(text)) or None
+
+
+_UTC_SECONDS = re.compile(r"[1-9]\d{3}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # what _when writes (and the app too)
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False)  # json.dumps with options builds one per call
 
 
 def _when(value: Any) -> str | None:
     """An ISO date as 'YYYY-MM-DDTHH:MM:SSZ' in UTC (naive means UTC), so text compares as time."""
     if not isinstance(value, str):
         return None
+    if _UTC_SECONDS.fullmatch(value):
+        return value  # already in that form, or not a date at all (kept as it is, as below)
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -134,6 +155,34 @@ def _loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
+def _folder_state(files: list[tuple[str, str, str, int, int]]) -> bytes:
+    """A digest of one folder's document files (name, mtime_ns, size), in the order listed."""
+    names, _, _, mtimes, sizes = zip(*files, strict=True)
+    digest = hashlib.blake2b("\0".join(names).encode("utf-8", "surrogateescape"), digest_size=16)
+    digest.update(array("q", mtimes))
+    digest.update(array("q", sizes))
+    return digest.digest()
+
+
+def _repeated_keys(folders: Iterable[Folder]) -> set[tuple[str, str]]:
+    """The (kind, key)s claimed by more than one file. Only ids of nested kinds and sessions can
+    repeat (the others name their folder), and never within one folder, where names are unique."""
+    folders = list(folders)
+    seen: dict[str, set[str]] = {}
+    clash = False
+    for folder in folders:
+        kind = folder.files[0][1]
+        if kind in _REPEATABLE:
+            keys = seen.setdefault(kind, set())
+            before = len(keys)
+            keys.update(file[2] for file in folder.files)
+            clash = clash or len(keys) - before != len(folder.files)
+    if not clash:
+        return set()
+    claims = Counter((kind, key) for folder in folders for _, kind, key, _, _ in folder.files)
+    return {claim for claim, count in claims.items() if count > 1}
+
+
 @dataclass
 class _Batch:
     """Writes gathered for one transaction. FTS5 is fed in bulk: row by row costs four times more."""
@@ -147,19 +196,22 @@ class _Batch:
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Replace the rows of every path touched: old FTS entries out, new rows and entries in."""
-        if not (self.documents or self.problems or self.deleted):
+        touched = [*self.documents, *self.problems, *self.deleted]
+        if not touched:
             return
-        conn.execute("DELETE FROM temp.touched")
-        conn.executemany("INSERT OR IGNORE INTO temp.touched VALUES (?)",
-                         [(rel,) for rel in (*self.documents, *self.problems, *self.deleted)])
-        conn.execute("INSERT INTO documents_fts (documents_fts, rowid, title, body) "
-                     "SELECT 'delete', id, title, body FROM documents WHERE path IN temp.touched")
-        conn.execute("DELETE FROM documents WHERE path IN temp.touched")
-        conn.execute("DELETE FROM problems WHERE path IN temp.touched")
-        conn.executemany(_INSERT_DOCUMENT, self.documents.values())
+        conn.executemany("DELETE FROM folders WHERE path = ?",  # their stored states are stale now
+                         [(folder,) for folder in {rel.rpartition("/")[0] for rel in touched}])
+        paths = json.dumps(touched)  # one parameter, read back by json_each
+        # rowids in ascending order: FTS5 writes out a new segment whenever a rowid goes down (5x slower)
+        conn.execute("INSERT INTO documents_fts (documents_fts, rowid, title, body) SELECT 'delete', id, title, body "
+                     "FROM documents WHERE path IN (SELECT value FROM json_each(?)) ORDER BY id", (paths,))
+        conn.execute("DELETE FROM documents WHERE path IN (SELECT value FROM json_each(?))", (paths,))
+        conn.execute("DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))", (paths,))
+        newest = conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]
+        conn.executemany(_INSERT_DOCUMENT, self.documents.values())  # rowids from newest + 1 up
         conn.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.problems.values())
-        conn.execute("INSERT INTO documents_fts (rowid, title, body) "
-                     "SELECT id, title, body FROM documents WHERE path IN temp.touched")
+        conn.execute("INSERT INTO documents_fts (rowid, title, body) SELECT id, title, body FROM documents "
+                     "WHERE id > ?", (newest,))
         self.documents.clear()
         self.problems.clear()
         self.deleted.clear()
@@ -169,12 +221,14 @@ class Index:
     """The search index of one vault. Thread-safe; use as a context manager or call close()."""
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str = "",
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, broad: int = BROAD_MATCHES) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
         change `judge_version` when its verdicts may change. `timeout`: seconds to wait for another
-        process's write before IndexUnavailable."""
+        process's write before IndexUnavailable. `broad`: see search()."""
         self.vault = vault
         self.timeout = timeout
+        self.broad = broad
+        self._counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]] = ((-1, -1), {})  # _counts_now
         self.path = vault.state_dir / DB_NAME
         self._judge = judge
         self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
@@ -199,7 +253,6 @@ class Index:
         if writer:  # journal_mode is stored in the file; setting it again would wait for the writer
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("CREATE TEMP TABLE IF NOT EXISTS touched (path TEXT PRIMARY KEY)")
         else:
             conn.execute("PRAGMA query_only = 1")
         return conn
@@ -317,12 +370,17 @@ class Index:
 
     def _sync(self, progress: Callable[[int, int], None] | None, *, rebuild: bool) -> SyncReport:
         """Files are read outside transactions and written in batches, so another process's writer
-        waits one batch at most; this process's own writers wait for the whole sync (self._lock)."""
+        waits one batch at most; this process's own writers wait for the whole sync (self._lock).
+
+        A folder whose document files all have the (name, mtime_ns, size) they had when a sync last
+        stored its state is skipped whole, without loading its rows (loading a row costs about what
+        the stat of its file costs). The files of other folders are compared one by one."""
         start = time.perf_counter()
-        groups: dict[tuple[str, str], list[Found]] = {}
-        for found in self.vault.walk():
-            groups.setdefault((found.kind, found.key), []).append(found)
-        total, done, reported = sum(len(founds) for founds in groups.values()), 0, 0
+        folders = [(folder, _folder_state(folder.files)) for folder in self.vault.walk_folders()]
+        repeated = _repeated_keys(folder for folder, _ in folders)
+        sharing = {folder.rel for folder, _ in folders  # folders holding a file whose id another file has
+                   if repeated and any((kind, key) in repeated for _, kind, key, _, _ in folder.files)}
+        total, done, reported = sum(len(folder.files) for folder, _ in folders), 0, 0
         counts: Counter[str] = Counter()
         batch = _Batch()
         with self._lock:
@@ -332,40 +390,103 @@ class Index:
                 if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
                     self._create(conn)
                     conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
-                documents = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size FROM documents")}
-                problems = {r[0]: r[1:] for r in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems")}
-            gone = documents.keys() | problems.keys()
-            for founds in groups.values():
-                done += len(founds)
-                if progress is not None and (done - reported >= 256 or done == total):
-                    progress(done, total)
-                    reported = done
-                rel = str(founds[0].rel)
-                gone.discard(rel)
-                if len(founds) == 1:  # the common case, kept lean: no read when (mtime_ns, size) match
-                    state = (founds[0].mtime_ns, founds[0].size)
-                    if documents.get(rel) == state or problems.get(rel) == (*state, 0):
+                data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+                stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
+                changed = {folder.rel for folder, state in folders
+                           if folder.rel in sharing or stored.get(folder.rel) != (state, len(folder.files))}
+                documents, problems = self._folder_rows(conn, changed)
+                # A stored state vouches for exactly len(files) rows in its folder; any other row is
+                # in a folder that no longer holds documents.
+                vouched = sum(len(folder.files) for folder, _ in folders if folder.rel not in changed)
+                if vouched + len(documents) + len(problems) != self._row_count(conn):
+                    self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
+            walked: set[str] = set()
+            duplicates: dict[tuple[str, str], list[Found]] = {}
+
+            def advance(count: int) -> None:
+                nonlocal done, reported
+                done += count
+                while progress is not None and done - reported >= 256:
+                    reported += 256
+                    progress(reported, total)
+
+            for folder, _ in folders:
+                if folder.rel not in changed:
+                    counts["unchanged"] += len(folder.files)
+                    advance(len(folder.files))
+                    continue
+                for name, kind, key, mtime_ns, size in folder.files:
+                    found = Found(self.vault.root, f"{folder.rel}/{name}", kind, key, mtime_ns, size)
+                    walked.add(found.rel)
+                    if repeated and (kind, key) in repeated:  # files sharing an id are planned together
+                        duplicates.setdefault((kind, key), []).append(found)
+                    elif documents.get(found.rel) == (mtime_ns, size) or problems.get(found.rel) == (mtime_ns, size, 0):
                         counts["unchanged"] += 1
-                        continue
-                gone.difference_update(str(found.rel) for found in founds[1:])
+                    else:
+                        counts.update(self._plan([found], documents, batch))
+                        if len(batch) >= BATCH:
+                            self._flush(batch)
+                    advance(1)
+            for founds in duplicates.values():
                 counts.update(self._plan(founds, documents, batch))
-                if len(batch) >= BATCH:
-                    self._flush(batch)
+            gone = (documents.keys() | problems.keys()) - walked
             batch.deleted.update(gone)
             counts["removed"] += len(gone & documents.keys())
             # after many changes, merge the FTS index into one segment: searches read less, and the
             # watcher's small writes then merge with small segments only (no 40 ms stalls)
             optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
-            problem_count = self._flush(batch, optimize=optimize)
-        if progress is not None and total == 0:
-            progress(0, 0)
+            fresh = [(f.rel, state, len(f.files)) for f, state in folders if f.rel in changed and f.rel not in sharing]
+            stale = stored.keys() - {folder.rel for folder, _ in folders}
+            if progress is not None and (reported != total or total == 0):
+                progress(total, total)
+            problem_count = self._flush(batch, optimize=optimize, states=(data_version, fresh, stale))
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
 
-    def _flush(self, batch: _Batch, *, optimize: bool = False) -> int:
-        """Write a batch in one transaction; returns the number of problems now stored."""
+    @staticmethod
+    def _row_count(conn: sqlite3.Connection) -> int:
+        count: int = conn.execute("SELECT (SELECT count(*) FROM documents) + (SELECT count(*) FROM problems)"
+                                  ).fetchone()[0]
+        return count
+
+    @staticmethod
+    def _rows_outside(conn: sqlite3.Connection, folders: Container[str], documents: dict[str, Any],
+                      problems: dict[str, Any]) -> None:
+        """Add to `documents` and `problems` the rows whose folder is none of `folders` (and so gone)."""
+        for path, mtime_ns, size in conn.execute("SELECT path, mtime_ns, size FROM documents"):
+            if path.rpartition("/")[0] not in folders:
+                documents[path] = (mtime_ns, size)
+        for path, mtime_ns, size, duplicate in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems"):
+            if path.rpartition("/")[0] not in folders:
+                problems[path] = (mtime_ns, size, duplicate)
+
+    @staticmethod
+    def _folder_rows(conn: sqlite3.Connection, folders: Iterable[str]
+                     ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int, int]]]:
+        """(path -> (mtime_ns, size)) of the documents, and (path -> (mtime_ns, size, duplicate)) of
+        the problems, that are files right in these folders."""
+        documents: dict[str, tuple[int, int]] = {}
+        problems: dict[str, tuple[int, int, int]] = {}
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        for rel in folders:
+            bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
+            for path, mtime_ns, size in conn.execute(f"SELECT path, mtime_ns, size FROM documents {where}", bounds):
+                documents[path] = (mtime_ns, size)
+            for path, mtime_ns, size, duplicate in conn.execute(
+                    f"SELECT path, mtime_ns, size, duplicate FROM problems {where}", bounds):
+                problems[path] = (mtime_ns, size, duplicate)
+        return documents, problems
+
+    def _flush(self, batch: _Batch, *, optimize: bool = False,
+               states: tuple[int, list[tuple[str, bytes, int]], Iterable[str]] | None = None) -> int:
+        """Write a batch in one transaction; returns the number of problems now stored. `states`:
+        (data_version when the sync read the rows, folder states to store, folder states to drop);
+        they are written only if no other connection wrote meanwhile."""
         with self._writing() as conn:
             batch.flush(conn)
+            if states is not None and conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
+                conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
+                conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
             if optimize:
                 conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
             count: int = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
@@ -379,7 +500,7 @@ class Index:
     def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch) -> list[str]:
         """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
         `documents` holds the paths indexed now."""
-        rels = [str(found.rel) for found in founds]
+        rels = [found.rel for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
             reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
             for rel, found in zip(rels, founds, strict=True):
@@ -403,7 +524,7 @@ class Index:
                           "Report this as a bug; the entry stays out of search until it can be checked") from exc
         updated = meta.get("updated") or meta.get("finished") or meta.get("started") or meta.get("created")
         return (rel, found.kind, found.key, found.mtime_ns, found.size, document.revision, document.stored_revision,
-                document.title, json.dumps(dict(meta), default=str, ensure_ascii=False), document.body,
+                document.title, _JSON.encode(dict(meta)), document.body,
                 _text(meta.get("scope")), _text(meta.get("category")), _when(meta.get("created")), _when(updated),
                 int(meta.get("untrusted") is True), None if threat is None else json.dumps(dict(threat)))
 
@@ -432,7 +553,7 @@ class Index:
             indexed = {rel for rel, is_document in rows if is_document}
             rels = {rel for rel, _ in rows} | {path.resolve().relative_to(self.vault.root).as_posix()}
             founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
-            batch.deleted.update(rels - {str(f.rel) for f in founds})
+            batch.deleted.update(rels - {f.rel for f in founds})
             if founds:
                 self._plan(founds, indexed, batch)
             batch.flush(conn)
@@ -443,7 +564,7 @@ class Index:
             stat = path.stat()
         except OSError:
             return None
-        return Found(path, PurePosixPath(rel), kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+        return Found(self.vault.root, rel, kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
 
     # --- reading ---------------------------------------------------------------------
 
@@ -469,18 +590,62 @@ class Index:
         """Documents matching every word of `query` (any word, when none match all), best first.
 
         `since`/`until` bound the `updated` time (ISO; a bare date for `until` means its whole day).
+
+        Ranking costs about a microsecond per matching entry (FTS5 scores every match), so a query
+        of every word that matches more than `self.broad` entries ranks only the entries holding
+        its words in their title, unless fewer than `limit` do. And the any-word fallback leaves
+        out the words found in more than a tenth of all entries when the query has other words,
+        which rank above them anyway: a word weighs less the more entries hold it.
         """
         filters = {"d.kind = ?": kind, "d.scope = ?": scope, "d.category = ?": category,
                    "d.updated >= ?": _when(since), "d.updated <= ?": _until(until)}
         clauses = "".join(f" AND {sql}" for sql, value in filters.items() if value is not None)
         params = [value for value in filters.values() if value is not None]
-        hits: list[Hit] = []
-        for operator in (" ", " OR "):
-            match = fts_query(query, operator)
-            if match is None or hits or (operator != " " and " " not in match):
-                break
-            hits = self._search(match, clauses, params, max(1, min(limit, 1000)))
-        return hits
+        limit = max(1, min(limit, 1000))
+        words = phrases(query)
+        if not words:
+            return []
+        match = " ".join(words)
+        if self._more_than(match, self.broad):
+            hits = self._search(f"title : ({match})", clauses, params, limit)
+            if len(hits) >= limit:
+                return hits
+        hits = self._search(match, clauses, params, limit)
+        if hits or len(words) == 1:
+            return hits
+        common = max(self.broad, self._entries() // 10)
+        narrow = [word for word in words if not self._more_than(word, common)] or words
+        return self._search(" OR ".join(narrow), clauses, params, limit)
+
+    def _entries(self) -> int:
+        """About how many entries the index holds (kept until it changes)."""
+        counts = self._counts_now()
+        if None not in counts:
+            with self._reading() as conn:
+                counts[None] = (conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0], 0)
+        return counts[None][0]
+
+    def _more_than(self, match: str, threshold: int) -> bool:
+        """Whether `match` matches more than `threshold` entries: counted up to threshold + 1, at a
+        fraction of the cost of ranking them; kept until the index changes."""
+        if self._entries() <= threshold:
+            return False
+        counts = self._counts_now()
+        count, limit = counts.get(match, (0, 0))
+        if count == limit and count <= threshold:  # not counted that far yet
+            with self._reading() as conn:
+                count = conn.execute("SELECT count(*) FROM (SELECT rowid FROM documents_fts WHERE documents_fts "
+                                     "MATCH ? LIMIT ?)", (match, threshold + 1)).fetchone()[0]
+            counts[match] = (count, threshold + 1)
+        return count > threshold
+
+    def _counts_now(self) -> dict[str | None, tuple[int, int]]:
+        """match -> (entries counted, the limit they were counted to), for the index as it is now."""
+        version, counts = self._counts
+        if version != self.version:
+            counts = {}
+            self._counts = (self.version, counts)
+        return counts
 
     def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
         """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a re-tokenise)."""

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import difflib
+import random
 import re
+import sys
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
+import yaml
 
 from sentient.errors import BadFile, InvalidId
-from sentient.vault.document import Document, check_id, content_revision, parse
+from sentient.vault.document import (
+    Document,
+    _fast_load,
+    _load_yaml,
+    _split,
+    _split_lines,
+    _TextLoader,
+    check_id,
+    content_revision,
+    parse,
+)
 from sentient.vault.kinds import KINDS, classify
 
 TESTS = Path(__file__).resolve().parent
@@ -378,3 +392,175 @@ def test_vault_format_documents_every_field(kind_name: str) -> None:
         assert f"| `{spec.name}` |" in doc, f"{kind_name}.{spec.name} is not in docs/vault-format.md"
     for name in ("flagged", "patterns", "pattern_set", "allowed_revision"):
         assert f"| `{name}` |" in doc
+
+
+# --- fast frontmatter reading: the same values as YAML ------------------------------------------
+#
+# _TextLoader (PyYAML's own parser, every scalar a string) is the reference. Two faster readers
+# must agree with it: _fast_load (the app's own frontmatter shape, without YAML; None for
+# anything else) and _load_yaml (libyaml's parser, PyYAML's where the two differ).
+
+
+def _reference(front: str) -> tuple[str, Any]:
+    try:
+        return "ok", yaml.load(front, Loader=_TextLoader)
+    except yaml.YAMLError as exc:
+        return "error", str(exc)
+
+
+def _combined(front: str) -> tuple[str, Any]:
+    try:
+        return "ok", _load_yaml(front)
+    except yaml.YAMLError as exc:
+        return "error", str(exc)
+
+
+def _assert_readers_agree(front: str) -> bool:
+    """Both fast readers match the reference on `front`; True when _fast_load took it."""
+    expected = _reference(front)
+    assert _combined(front) == expected, front
+    fast = _fast_load(front)
+    if fast is not None:
+        assert expected == ("ok", fast), front
+    return fast is not None
+
+
+def _fronts_of(root: Path) -> list[str]:
+    fronts = []
+    for path in sorted(root.rglob("*.md")):
+        try:
+            split = _split(path.read_bytes().decode("utf-8").removeprefix("\ufeff"))
+        except UnicodeDecodeError:
+            continue
+        if split is not None and split[0].strip():
+            fronts.append(split[0])
+    return fronts
+
+
+def test_fast_readers_agree_with_yaml_on_every_fixture_file() -> None:
+    fronts = [front for root in VAULT_ROOTS for front in _fronts_of(root)]
+    taken = [_assert_readers_agree(front) for front in fronts]
+    assert len(fronts) > 30 and sum(taken) > len(fronts) // 2  # most files are the app's own shape
+
+
+def test_fast_reader_takes_what_the_app_writes() -> None:
+    document = _memory("---\ntitle: x\n---\nbody\n").replace(
+        {"title": "Anika's birthday: 14 March", "category": "family", "untrusted": True, "created": "2026-11-30",
+         "threat": {"flagged": True, "patterns": ["override-instructions", "exfiltration"], "pattern_set": 3,
+                    "allowed_revision": None}, "scope": "1.0", "source": "url:https://example.org/a?b=c#d"})
+    front = document.render().split("---\n")[1]
+    assert _fast_load(front) is not None
+    assert _assert_readers_agree(front)
+    assert _memory(document.render()).meta == document.meta
+
+
+TRICKY_VALUES = [
+    "", "a", "b c", "yes", "no", "on", "1.0", "007", "~", "null", "Null", "true", "2026-11-30", "2026-11-30T10:00:00Z",
+    "sha256:3b1f", "url:https://x.org/a?b=c#d", "session:2026-11/k3f9a2", "a: b", "a:", "a::b", "a:b:", "a #c", "a#c",
+    "C#", "'q'", "'it''s'", "'a' b", "''", "'", "'a:b'", "'a #b'", "'  padded  '", '"d"', '"a\\nb"', '"a"b"', '""', '"',
+    '"\\t"', "[a, b]", "[]", "[ ]", "[a,b]", "[a, ]", "[a,,b]", "[,]", "[note:a, plan:b]", "[a:, b]", "[a:b:c]",
+    "[a: b]", "[a?]", "[?a]", "[a #c]", "[a#c]", "['x']", '["x"]', "[[a]]", "[a]]", "[a", "[ ]x", "[a b, c  d]",
+    "[ a , b ]", "[-a]", "[a-]", "[é]", "{a: b}", "{}", "&x a", "*x", "!!str a", "!!int 3", "!x a", "|", ">", "|-",
+    ">+", "|2", "- a", "-a", "-", "--", "---", "...", "?", "? a", ":a", "%a", "@a", "`a", "=a", "<<", "é", "日本 x",
+    "\U0001f600", "a,b", "a]", "a}", "x[y]", "a [b] {c}", "a  b", "a ,b", "a?b", "a\\", "\\", "~ x", "a ", " a", "\t",
+    "a\tb", "\xa0", "a\xa0b", "\u2028", "\x85", "\ufeff", "\x7f", "\x07", "\u200b", "\ue000",
+]
+TRICKY_KEYS = ["id", "title", "a", "threat", "flagged", "k_1", "x-y", "pins", "yes", "_", "T", "2fa", "a b", "'q'",
+               "-", "? k", "&a k", "a" * 201]
+LINE_STARTS = ["", " ", "  ", "   ", "\t", "# comment", "  # comment", "- ", "-", "---", "...", "%YAML 1.1", "? "]
+
+
+def test_fast_readers_agree_with_yaml_on_tricky_lines() -> None:
+    lines = [f"{key}: {value}" for key in TRICKY_KEYS for value in ("x", "[a, b]", "'q'", "")]
+    for value in TRICKY_VALUES:
+        lines += [f"title: {value}", f"title:  {value}", f"  flagged: {value}", f"title:{value}"]
+    for line in lines:
+        _assert_readers_agree(line + "\n")
+        _assert_readers_agree(f"id: x\n{line}\ntitle: y\n")
+        _assert_readers_agree(f"threat:\n{line}\n")
+
+
+def test_fast_readers_agree_with_yaml_on_generated_frontmatter() -> None:
+    rng = random.Random(2026)
+    taken = 0
+    for _ in range(3000):
+        lines = []
+        for _ in range(rng.randint(1, 6)):
+            roll = rng.random()
+            if roll < 0.1:
+                lines.append(rng.choice(LINE_STARTS) + rng.choice(["", "x"]))
+            elif roll < 0.3:
+                value = " " + rng.choice(TRICKY_VALUES) if rng.random() < 0.9 else ""
+                lines.append(f"  {rng.choice(TRICKY_KEYS[:7])}:{value}")
+            elif roll < 0.35:
+                lines.append(f"{rng.choice(LINE_STARTS)}{rng.choice(TRICKY_KEYS)}: {rng.choice(TRICKY_VALUES)}")
+            else:
+                value = rng.choice([" ", "  "]) + rng.choice(TRICKY_VALUES) if rng.random() < 0.85 else ""
+                lines.append(f"{rng.choice(TRICKY_KEYS[:11])}:{value}")
+        taken += _assert_readers_agree("\n".join(lines) + rng.choice(["\n", "", "\n\n"]))
+    assert taken > 200  # the generator reaches the fast reader, not only YAML
+
+
+YAML_PIECES = [
+    "a", "key", ": ", ":", " ", "  ", "\n", "\n  ", "\n    ", "- ", "-", "[", "]", "{", "}", ",", "#", " #", "'", '"',
+    "''", "\\", "\\n", "|", ">", "|-", ">+", "&x ", "*x", "!", "!!str ", "?", "? ", "%", "@", "`", "\t", "é", "日本",
+    "\u2028", "\u2029", "\x85", "~", "null", "yes", "1.0", "2026-11-30", "---", "...", "\r\n", "\r", "\ufeff", "<<",
+    "\xa0", "%YAML 1.1\n", "!x ", '"\\x41"', "'\n'", '"\n  "', "a" * 1100,
+]
+
+
+def test_libyaml_reader_agrees_with_pyyaml_on_random_text() -> None:
+    rng = random.Random(7)
+    for _ in range(4000):
+        front = "".join(rng.choice(YAML_PIECES) for _ in range(rng.randint(1, 14)))
+        assert _combined(front) == _reference(front), front
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("title: [a:, b]\n", {"title": [{"a": ""}, "b"]}),  # libyaml refuses this; PyYAML reads it
+        ("title: [a?]\n", None),  # PyYAML refuses '?' in a flow scalar; libyaml reads it
+        ("title: a\t\n", None),  # a tab after a value: PyYAML refuses it
+        ("title: |#\n  x\n", None),
+        ("title: \ufeffx\n", {"title": "\ufeffx"}),  # libyaml drops a byte-order mark PyYAML keeps
+    ],
+)
+def test_where_libyaml_and_pyyaml_differ_pyyaml_decides(front: str, expected: Any) -> None:
+    result = _combined(front)
+    assert result == _reference(front)
+    assert result == (("error", result[1]) if expected is None else ("ok", expected))
+
+
+def test_invalid_yaml_the_fast_reader_refuses_keeps_its_line() -> None:
+    with pytest.raises(BadFile) as caught:
+        _memory("---\nid: x\ntitle: a: b\n---\nbody\n")
+    assert caught.value.reason == "frontmatter is not valid YAML at line 3"
+    with pytest.raises(BadFile) as caught:
+        _memory("---\nid: x\ntitle: ok\n\ttabbed: y\n---\nbody\n")
+    assert caught.value.reason == "frontmatter is not valid YAML at line 4"
+
+
+def test_printable_characters_are_all_plain_yaml() -> None:
+    """_fast_load leaves to YAML any text with a character str.isprintable() refuses: so no
+    character it accepts may be one YAML forbids, or one YAML reads as a line break."""
+    allowed = [(0x20, 0x7E), (0xA0, 0xD7FF), (0xE000, 0xFFFD), (0x10000, 0x10FFFF)]
+    breaks_or_marks = {0x85, 0x2028, 0x2029, 0xFEFF}
+    for code in range(sys.maxunicode + 1):
+        if chr(code).isprintable():
+            assert any(low <= code <= high for low, high in allowed) and code not in breaks_or_marks, hex(code)
+
+
+SPLIT_CASES = [
+    "---\ntitle: x\n---\nbody\n", "---\ntitle: x\n---\n\nbody\n", "---\ntitle: x\n---\n\n\nbody", "---\n---\n",
+    "---\ntitle: x\n...\nbody", "---\ntitle: x\n---", "---\ntitle: x\n--- \nbody\n---\nmore", "---\ntitle: x\n",
+    "---\r\ntitle: x\r\n---\r\n\r\nbody\r\n", "---\ntitle: x\r\n---\r\nbody", "---\ntitle: x\u2028---\nbody",
+    "---\ntitle: x\x85---\nbody", "---\ntitle: x\n---\u2028body", "---\ntitle: x\n----\n---\nbody", "---x\n---\n",
+    "---\n\n---\n\n", "---\ntitle: x\n---\r\n\nbody", "---\ntitle: x\n...\n\nbody\n---\n", "no frontmatter\n",
+]
+
+
+@pytest.mark.parametrize("text", SPLIT_CASES)
+def test_split_agrees_with_reading_line_by_line(text: str) -> None:
+    expected = _split_lines(text) if text.startswith(("---\n", "---\r\n")) else None
+    assert _split(text) == expected

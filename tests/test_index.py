@@ -423,3 +423,116 @@ def test_interrupted_sync_leaves_index_usable(vault: Vault, index: Index) -> Non
     with pytest.raises(KeyboardInterrupt):
         index.sync(interrupt)
     assert index.sync().added == 4 and keys(index.search("checklist")) == ["deploy"]
+
+
+# --- folders skipped whole when nothing in them changed -----------------------------------------
+
+
+def test_sync_after_an_edit_in_one_folder_rereads_only_that_file(vault: Vault, index: Index) -> None:
+    for folder in ("a", "b", "c"):
+        for number in range(5):
+            write(vault, f"memory/{folder}/n{folder}{number}.md", entry(f"Note {number}", f"words of {folder}"))
+    assert index.sync().added == 15
+    path = write(vault, "memory/b/nb3.md", entry("Note 3", "now about zanzibar"))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    report = index.sync()
+    assert (report.added, report.updated, report.removed, report.unchanged) == (0, 1, 0, 14)
+    assert keys(index.search("zanzibar")) == ["nb3"]
+
+
+def test_folder_deleted_whole_leaves_the_index(vault: Vault, index: Index) -> None:
+    small_vault(vault)
+    write(vault, "memory/work/broken.md", "---\ntitle: [unclosed\n---\nbody\n")
+    index.sync()
+    shutil.rmtree(vault.root / "memory" / "work")
+    report = index.sync()
+    assert (report.removed, report.unchanged, report.problems) == (1, 3, 0)
+    assert index.get("memory", "deploy") is None and index.problems() == []
+    index.rebuild()
+    assert index.sync().unchanged == 3
+
+
+def test_file_put_back_as_it_was_after_an_update_is_read_again(vault: Vault, index: Index) -> None:
+    """update() rewrites a row, so its folder's stored state no longer vouches for the folder."""
+    path = write(vault, "memory/home/rent.md", entry("Rent", "Pay on the fifth."))
+    write(vault, "memory/home/plants.md", entry("Plants", "Water the tulsi."))
+    index.sync()
+    original, stat = path.read_bytes(), path.stat()
+    write(vault, "memory/home/rent.md", entry("Rent", "Pay on the first."))
+    index.update(path)
+    assert keys(index.search("first")) == ["rent"]
+    path.write_bytes(original)  # the same bytes, size and mtime as when the folder was last synced
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert index.sync().updated == 1
+    assert keys(index.search("fifth")) == ["rent"] and index.search("first") == []
+
+
+def test_new_file_sharing_an_id_with_an_unchanged_folder_makes_both_problems(vault: Vault, index: Index) -> None:
+    write(vault, "memory/a/same.md", entry("First", "alpha words"))
+    write(vault, "memory/a/other.md", entry("Other", "gamma words"))
+    index.sync()
+    second = write(vault, "memory/b/same.md", entry("Second", "beta words"))
+    report = index.sync()
+    assert (report.removed, report.problems, report.unchanged) == (1, 2, 1)
+    assert index.get("memory", "same") is None and keys(index.search("gamma")) == ["other"]
+    assert index.sync().problems == 2
+    second.unlink()
+    assert index.sync().added == 1 and keys(index.search("alpha")) == ["same"]
+    assert index.sync().unchanged == 2
+
+
+def test_another_writer_during_a_sync_leaves_the_index_right(vault: Vault, index: Index) -> None:
+    small_vault(vault)
+    index.sync()
+    edited = write(vault, "memory/anika.md", entry("Anika", "She teaches history now."))
+    os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 1_000_000))
+    other = vault.root / "memory" / "hand-made.md"
+    original, stat = other.read_bytes(), other.stat()
+
+    def meanwhile(done: int, total: int) -> None:
+        """Another process indexes an edit of a file in the same folder, which is then undone."""
+        other.write_text("# Groceries\n\nMilk, bread, lime pickle.\n")
+        with Index(vault) as second:
+            second.update(other)
+        other.write_bytes(original)
+        os.utime(other, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    index.sync(meanwhile)
+    assert keys(index.search("lime")) == ["hand-made"]  # what the other writer stored
+    index.sync()
+    assert keys(index.search("history")) == ["anika"] and keys(index.search("mango")) == ["hand-made"]
+    assert index.search("lime") == []
+
+
+# --- broad words --------------------------------------------------------------------------------
+
+
+def test_rare_word_ranks_first_beside_a_very_common_word(vault: Vault) -> None:
+    for number in range(30):
+        write(vault, f"memory/day{number}.md", entry(f"Day {number}", "A long day, day after day."))
+    write(vault, "memory/zebra.md", entry("Zoo visit", "We saw a zebra."))
+    with Index(vault, broad=10) as index:
+        index.sync()
+        hits = index.search("day zebra")  # no entry holds both: any word, without the broad one
+        assert keys(hits)[:1] == ["zebra"]
+        write(vault, "memory/both.md", entry("Zebra crossing", "A zebra crossing, built in a day."))
+        index.sync()
+        assert keys(index.search("day zebra")) == ["both"]  # all words first
+        assert keys(index.search("zebra day"))[0] == "both"
+    with Index(vault) as index:  # without the shortcut, the same entries rank first
+        index.sync()
+        assert keys(index.search("day zebra")) == ["both"]
+        assert keys(index.search("zoo day"))[0] == "zebra"
+
+
+def test_query_of_broad_words_ranks_the_entries_with_them_in_the_title(vault: Vault) -> None:
+    for number in range(12):
+        write(vault, f"memory/garden-title{number}.md", entry(f"Garden plan {number}", "Seeds and soil."))
+    for number in range(20):
+        write(vault, f"memory/garden-body{number}.md", entry(f"Note {number}", "The garden, the garden, the garden."))
+    with Index(vault, broad=10) as index:
+        index.sync()
+        assert all(key.startswith("garden-title") for key in keys(index.search("garden")))
+        assert len(index.search("garden", limit=20)) == 20  # fewer titles than asked for: every match ranked
+        assert len(index.search("garden", limit=40)) == 32
+        assert keys(index.search("seeds")) and len(index.search("garden", kind="note")) == 0

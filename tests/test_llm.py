@@ -10,15 +10,23 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import litellm
-from pathlib import Path
-
 import pytest
 
 from sentient.config import Settings
-from sentient.llm.client import DEFAULT_TIMEOUT, LLM, ContextTooLong, Endpoint, LLMError, LLMUnavailable, Reply, ToolCall
+from sentient.llm.client import (
+    DEFAULT_TIMEOUT,
+    LLM,
+    ContextTooLong,
+    Endpoint,
+    LLMError,
+    LLMUnavailable,
+    Reply,
+    ToolCall,
+)
 from tests.scripted import (
     MODEL,
     NOTHING_QUEUED,

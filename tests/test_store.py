@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from sentient.config import load_settings
 from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, SentientError
 from sentient.vault import Vault
 from sentient.vault.document import TMP_SUFFIX, parse
-from sentient.vault.kinds import KINDS
+from sentient.vault.kinds import KINDS, classify
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "vault"
 
@@ -482,3 +482,67 @@ def test_basic_vault_keeps_the_sisters_town_in_memory_only(make_vault: Callable[
              for path in root.rglob("*") if path.is_file()}
     holders = sorted(path for path, text in texts.items() if "Anika" in text or "Mysuru" in text)
     assert holders == ["memory/family/anika-birthday.md", "memory/family/anika-teacher.md"]
+
+
+# --- walking the vault --------------------------------------------------------------------------
+
+
+MESSY_FILES = [
+    "memory/top.md", "memory/a/b/c/deep.md", "memory/a/b/c/notes.txt", "memory/My Note.md", "memory/dots.in.name.md",
+    "memory/UPPER.MD", "memory/.hidden.md", "memory/.hidden-folder/inside.md", "memory/a/.x.md.abc.sentient-tmp",
+    "memory/a/left.md.sentient-tmp", "memory/a.md/inside.md", "memory/ .md", "memory/x.md.", "pins/loose.md",
+    "pins/notes/n.md", "pins/notes/sub/n2.md", "pins/plans/p.md", "pins/other/o.md", "pins/other/notes/o2.md",
+    "skills/s.md", "skills/group/s2.md", "sessions/loose.md", "sessions/2026-11/k3f9a2.md",
+    "sessions/2026-11/deep/x.md", "sessions/not-a-month/s.md", "tasks/loose.md", "tasks/t1/task.md",
+    "tasks/t1/notepad.md", "tasks/t1/other.md", "tasks/t1/runs/r1.md", "tasks/t1/runs/deeper/r2.md",
+    "tasks/t1/extra/task.md", "tasks/runs/task.md", "tasks/t2/runs.md", "people/loose.md", "people/maya/friend.md",
+    "people/maya/deeper/x.md", "elsewhere/x.md", "x.md", ".sentient/index.md", ".git/memory.md", "memory/.git/y.md",
+    "memory/.sentient/z.md",
+]
+
+
+def _expected_documents(root: Path) -> set[tuple[str, str, str]]:
+    """(rel, kind, key) of every file classify() calls a document; symlinked folders not followed."""
+    expected = set()
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [name for name in dirs if name not in (".sentient", ".git")]
+        for name in names:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            found = classify(PurePosixPath(rel))
+            if found is not None and path.is_file():
+                expected.add((rel, *found))
+    return expected
+
+
+def test_walk_finds_exactly_what_classify_calls_documents(vault: Vault, tmp_path: Path) -> None:
+    for rel in MESSY_FILES:
+        path = vault.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\ntitle: x\n---\nbody\n")
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "linked.md").write_text("x")
+    (outside / "file.md").write_text("x")
+    (vault.root / "memory" / "linked-folder").symlink_to(outside / "sub", target_is_directory=True)
+    (vault.root / "memory" / "linked-file.md").symlink_to(outside / "file.md")
+    (vault.root / "memory" / "dangling.md").symlink_to(outside / "missing.md")
+    found = {(f.rel, f.kind, f.key) for f in vault.walk()}
+    assert found == _expected_documents(vault.root)
+    assert {kind for _, kind, _ in found} == set(KINDS)
+    assert ("memory/linked-file.md", "memory", "linked-file") in found
+    assert not any("linked-folder" in rel for rel, _, _ in found)
+    for kinds in ({"memory"}, {"run"}, {"task", "people"}, {"note", "session"}, set()):
+        assert {(f.rel, f.kind, f.key) for f in vault.walk(kinds)} == {f for f in found if f[1] in kinds}
+    for item in vault.walk():
+        assert item.path == vault.root / item.rel
+        assert (item.mtime_ns, item.size) == (item.path.stat().st_mtime_ns, item.path.stat().st_size)
+
+
+def test_walk_lists_each_folders_files_by_name_then_its_subfolders(vault: Vault) -> None:
+    for rel in ["memory/b.md", "memory/a/z.md", "memory/c.md", "memory/a/b/y.md", "memory/a.md", "memory/b/x.md"]:
+        (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / rel).write_text("x")
+    assert [f.rel for f in vault.walk()] == ["memory/a.md", "memory/b.md", "memory/c.md", "memory/a/z.md",
+                                             "memory/a/b/y.md", "memory/b/x.md"]
+    assert [folder.rel for folder in vault.walk_folders()] == ["memory", "memory/a", "memory/a/b", "memory/b"]

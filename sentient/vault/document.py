@@ -72,10 +72,147 @@ def bytes_hash(data: bytes) -> str:
 
 
 class _TextLoader(yaml.SafeLoader):
-    """Resolves no implicit types: every plain scalar is a string."""
+    """Resolves no implicit types: every plain scalar is a string. The reference: what the
+    faster readers below must agree with."""
 
 
 _TextLoader.yaml_implicit_resolvers = {}
+
+_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)  # libyaml's parser, when PyYAML was built with it
+
+
+class _CTextLoader(_CSafeLoader or yaml.SafeLoader):  # type: ignore[misc]
+    """_TextLoader on libyaml's parser: ~9x faster. Type resolution is PyYAML's own Python code
+    in both, so only parsing differs, and libyaml accepts a few inputs PyYAML refuses (see
+    _load_yaml); the results of inputs both accept agree (tests/test_document.py fuzzes this)."""
+
+
+_CTextLoader.yaml_implicit_resolvers = {}
+
+# PyYAML refuses tabs in places libyaml allows them, a comment right after a block scalar's
+# '|' or '>', and '?' inside a flow collection; it keeps a byte-order mark that libyaml drops.
+# Text with any of these is parsed by PyYAML alone.
+_PYYAML_ONLY = re.compile(r"[\t\ufeff|>]")
+
+
+def _load_yaml(front: str) -> Any:
+    """Frontmatter text as YAML, every scalar a string: exactly what _TextLoader returns or raises."""
+    if _CSafeLoader is not None and not _PYYAML_ONLY.search(front) and not (
+        "?" in front and ("[" in front or "{" in front)
+    ):
+        try:
+            return yaml.load(front, Loader=_CTextLoader)
+        except yaml.YAMLError:
+            pass  # PyYAML decides: the same error and line as before, or a value libyaml refused
+    return yaml.load(front, Loader=_TextLoader)
+
+
+# The frontmatter the app writes is flat 'key: value' lines, '[a, b]' lists and the two-space
+# indented 'threat:' block. _fast_load reads exactly that shape in a few microseconds and returns
+# None for anything else (which YAML then reads). Every line it accepts is one YAML reads the same
+# way; tests/test_document.py checks it against _TextLoader on every fixture, on tricky lines
+# and on generated text.
+_FAST_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +(.+))?")
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+# 'key: text' whose text starts as a plain scalar may: the most common line, taken in one match.
+_PLAIN_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,199}): +([^ \-?:,\[\]{}#&*!|>'\"%@`].*)")
+
+
+def _fast_scalar(text: str, flow: bool) -> str | None:
+    """A plain or simply quoted scalar on one line, or None when it may be anything else."""
+    first = text[0]
+    if first == "'":
+        inner = text[1:-1]
+        if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
+            return None
+        return inner.replace("''", "'")
+    if first == '"':
+        inner = text[1:-1]
+        if len(text) < 2 or text[-1] != '"' or '"' in inner or "\\" in inner:
+            return None
+        return inner
+    if first in _INDICATORS or ": " in text or " #" in text or text[-1] == ":":
+        return None
+    if flow and ("?" in text or "[" in text or "]" in text or "{" in text or "}" in text):
+        return None
+    return text
+
+
+def _fast_value(text: str) -> str | list[str] | None:
+    if text[0] != "[":
+        return _fast_scalar(text, flow=False)
+    if text[-1] != "]":
+        return None
+    inner = text[1:-1]
+    if not inner.strip(" "):
+        return []
+    items: list[str] = []
+    for part in inner.split(","):
+        item = part.strip(" ")
+        value = _fast_scalar(item, flow=True) if item and item[0] not in "'\"" else None
+        if value is None:
+            return None
+        items.append(value)
+    return items
+
+
+def _fast_load(front: str) -> dict[str, Any] | None:
+    """The app's own frontmatter shape, read without YAML; None for anything else."""
+    if not front.replace("\n", "").isprintable():
+        # str.isprintable refuses every character YAML does not print (control characters, the
+        # byte-order mark, the line breaks \x85 \u2028 \u2029) and tabs: all left to YAML
+        return None
+    loaded: dict[str, Any] = {}
+    open_key: str | None = None  # a 'key:' with no value, which indented lines may fill
+    nested: dict[str, Any] | None = None
+    for line in front.split("\n"):
+        if not line:
+            continue
+        plain = _PLAIN_LINE.fullmatch(line)
+        if plain is not None:
+            text = plain[2]
+            if ": " not in text and " #" not in text and text[-1] not in ": ":  # as _fast_scalar checks
+                loaded[plain[1]] = text
+                open_key = nested = None
+                continue
+        if line[-1] == " ":
+            return None
+        first = line[0]
+        if first == "#":
+            open_key = nested = None
+            continue
+        if first == " ":
+            if open_key is None or line[1] != " " or line[2] in " #":
+                return None
+            match = _FAST_KEY.fullmatch(line, 2)
+            if match is None or match[2] is None:
+                return None
+            value = _fast_value(match[2])
+            if value is None:
+                return None
+            if nested is None:
+                nested = loaded[open_key] = {}
+            nested[match[1]] = value
+            continue
+        match = _FAST_KEY.fullmatch(line)
+        if match is None:
+            return None
+        open_key = nested = None
+        if match[2] is None:
+            loaded[match[1]] = ""
+            open_key = match[1]
+            continue
+        value = _fast_value(match[2])
+        if value is None:
+            return None
+        loaded[match[1]] = value
+    return loaded or None
+
+
+def load_frontmatter(front: str) -> Any:
+    """Frontmatter text to Python values, every scalar a string; yaml.YAMLError when invalid."""
+    fast = _fast_load(front)
+    return fast if fast is not None else _load_yaml(front)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -114,6 +251,20 @@ def _dump_key(key: str, value: Any) -> str:
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _TRUE = {"true", "yes", "on"}
 _FALSE = {"false", "no", "off"}
+
+
+_SPECS: dict[int, tuple[Sequence[FieldSpec], dict[str, FieldSpec]]] = {}
+
+
+def _specs(fields: Sequence[FieldSpec]) -> dict[str, FieldSpec]:
+    """Name -> spec, kept per fields object (the kinds' tuples): parse is called once per file."""
+    kept = _SPECS.get(id(fields))
+    if kept is not None and kept[0] is fields:
+        return kept[1]
+    specs = {spec.name: spec for spec in fields}
+    if len(_SPECS) < 64:
+        _SPECS[id(fields)] = (fields, specs)  # holding `fields` keeps its id from being reused
+    return specs
 
 
 def _convert(path: Path, spec: FieldSpec, raw: Any) -> Any:
@@ -176,17 +327,44 @@ class Source:
     text: str  # the whole file as read
     file_hash: str  # sha256 of its bytes; what a conditional write compares
     has_frontmatter: bool
-    blocks: Mapping[str, str]  # key -> its original frontmatter lines
-    preamble: str  # comments before the first key
+    front: str  # the frontmatter text between the '---' lines
     meta: Mapping[str, Any]  # the converted values as read
     separator: str  # text between the closing '---' line and the body
     body: str
 
+    @cached_property
+    def _layout(self) -> tuple[str, dict[str, str]]:
+        return _blocks(self.front)  # only a write needs it: worked out on the first render
+
+    @property
+    def preamble(self) -> str:
+        """Comments before the first key."""
+        return self._layout[0]
+
+    @property
+    def blocks(self) -> Mapping[str, str]:
+        """Key -> its original frontmatter lines."""
+        return self._layout[1]
+
+
+_CLOSING = re.compile(r"\n(?:---|\.\.\.)(?:\n|\Z)")
+_OTHER_BREAKS = re.compile("[\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines breaks at besides \n
+
 
 def _split(text: str) -> tuple[str, str, str] | None:
     """(frontmatter, separator, body) when the text opens with a '---' line."""
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return None
+    if not text.startswith("---\n"):
+        return _split_lines(text) if text.startswith("---\r\n") else None
+    close = _CLOSING.search(text, 3)
+    if close is None or _OTHER_BREAKS.search(text, 0, close.end()):
+        return _split_lines(text)
+    rest = text[close.end() :]
+    separator = "\n" if rest.startswith("\n") else "\r\n" if rest.startswith("\r\n") else ""
+    return text[4 : close.start() + 1], separator, rest[len(separator) :]
+
+
+def _split_lines(text: str) -> tuple[str, str, str] | None:
+    """_split for text with other line breaks than \\n: line by line, as str.splitlines sees them."""
     lines = text.splitlines(keepends=True)
     for index in range(1, len(lines)):
         if lines[index].rstrip("\r\n") in ("---", "..."):
@@ -328,11 +506,11 @@ def parse(
         if text.startswith("---\n"):
             raise BadFile(path, "frontmatter opens with '---' but never closes", "Add a closing '---' line")
         meta: dict[str, Any] = {}
-        source = Source(text, file_hash, False, {}, "", {}, "", text)
+        source = Source(text, file_hash, False, "", {}, "", text)
         return Document(kind, key, path, meta, text, fields, source)
     front, separator, body = split
     try:
-        loaded = yaml.load(front, Loader=_TextLoader) if front.strip() else {}
+        loaded = load_frontmatter(front) if front.strip() else {}
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 2}" if where is not None else ""
@@ -341,33 +519,35 @@ def parse(
         loaded = {}
     if not isinstance(loaded, dict):
         raise BadFile(path, "frontmatter must be 'key: value' lines", "Fix the YAML between the '---' lines")
-    specs = {spec.name: spec for spec in fields}
+    specs = _specs(fields)
     meta = {}
     for raw_key, raw_value in loaded.items():
         name = str(raw_key)
         spec = specs.get(name)
-        value = _convert(path, spec, raw_value) if spec else raw_value
-        if value is not None or spec is None:
-            meta[name] = value
-    preamble, blocks = _blocks(front)
-    source = Source(text, file_hash, True, blocks, preamble, dict(meta), separator, body)
+        if spec is None:
+            meta[name] = raw_value
+        elif spec.type == "str" and type(raw_value) is str and raw_value not in _NULLS:
+            meta[name] = raw_value  # the common case of _convert, without the call
+        else:
+            value = _convert(path, spec, raw_value)
+            if value is not None:
+                meta[name] = value
+    source = Source(text, file_hash, True, front, dict(meta), separator, body)
     return Document(kind, key, path, meta, body, fields, source)
 
 
 def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], max_bytes: int) -> Document:
     """Read and parse one file; BadFile for anything that is not a readable document."""
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise BadFile(path, f"cannot be read ({exc.strerror})", "Check the file's permissions") from None
-    if size > max_bytes:
-        raise BadFile(
-            path,
-            f"is {size:,} bytes, over the {max_bytes:,}-byte limit",
-            "Split it into smaller files or raise limits.max_file_bytes in sentient.yaml",
-        )
-    try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise BadFile(
+                    path,
+                    f"is {size:,} bytes, over the {max_bytes:,}-byte limit",
+                    "Split it into smaller files or raise limits.max_file_bytes in sentient.yaml",
+                )
+            data = handle.read()
     except OSError as exc:
         raise BadFile(path, f"cannot be read ({exc.strerror})", "Check the file's permissions") from None
     if b"\x00" in data:

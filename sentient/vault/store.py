@@ -14,18 +14,20 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound
 from sentient.vault.document import (
     ABSENT,
+    TMP_SUFFIX,
     Document,
     atomic_write,
     is_temp_name,
     read_file,
 )
-from sentient.vault.kinds import KINDS, check_key, classify, default_path, kind
+from sentient.vault.kinds import check_key, classify, default_path, kind
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 SKIPPED_DIRS = {".sentient", ".git"}
@@ -56,16 +58,83 @@ class Listing:
     problems: list[Problem]
 
 
-@dataclass(frozen=True)
-class Found:
-    """One document file found by walking the vault (not yet read)."""
+class Found(NamedTuple):
+    """One document file found by walking the vault (not yet read).
 
-    path: Path
-    rel: PurePosixPath
+    A named tuple holding the relative path as text, because a walk makes one per file and a
+    no-change sync is little more than the walk: a frozen dataclass and a Path each cost more
+    than the stat itself. `path` is built when asked for."""
+
+    root: Path
+    rel: str  # relative to the vault root, '/'-separated
     kind: str
     key: str
     mtime_ns: int
     size: int
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.rel
+
+
+class Folder(NamedTuple):
+    """One folder's document files, found by walking the vault."""
+
+    rel: str  # relative to the vault root, '/'-separated
+    files: list[tuple[str, str, str, int, int]]  # (name, kind, key, mtime_ns, size)
+
+
+# What a folder of the vault holds, decided once per folder from its place (see kinds.classify):
+# (state, kind or key prefix). The .md files of a folder in state "files" are documents of that
+# kind, keyed prefix + stem; a "task" folder holds task.md and notepad.md, keyed by the task id.
+_Place = tuple[str, str]
+_TOPS: dict[str, _Place] = {
+    "memory": ("nested", "memory"),
+    "skills": ("nested", "skill"),
+    "pins": ("pins", ""),
+    "sessions": ("sessions", ""),
+    "tasks": ("tasks", ""),
+    "people": ("people", ""),
+}
+_REACH = {"pins": {"note", "plan"}, "tasks": {"task", "notepad", "run"}, "task": {"task", "notepad", "run"}}
+_TASK_FILES = {"task.md": "task", "notepad.md": "notepad"}
+
+
+def _subfolder(place: _Place, name: str) -> _Place | None:
+    """The place of the subfolder `name` of a folder at `place`; None when it holds no documents."""
+    state, arg = place
+    if state == "nested":
+        return place
+    if state == "pins":
+        return ("nested", "note") if name == "notes" else ("nested", "plan") if name == "plans" else None
+    if state == "sessions":
+        return ("files", "session")
+    if state == "tasks":
+        return ("task", name)
+    if state == "task":
+        return ("runs", f"{arg}/") if name == "runs" else None
+    if state == "people":
+        return ("people-files", f"{name}/")
+    return None
+
+
+def _reaches(place: _Place, kinds: set[str] | None) -> bool:
+    """Whether documents of `kinds` may be found at or under `place`."""
+    if kinds is None:
+        return True
+    state, arg = place
+    if state in ("nested", "files"):
+        return arg in kinds
+    if state == "runs":
+        return "run" in kinds
+    if state in ("people", "people-files"):
+        return "people" in kinds
+    if state == "sessions":
+        return "session" in kinds
+    return not kinds.isdisjoint(_REACH[state])
+
+
+_first = itemgetter(0)
 
 
 def utc_now() -> datetime:
@@ -99,36 +168,66 @@ class Vault:
     # --- finding files --------------------------------------------------------------
 
     def walk(self, kinds: set[str] | None = None) -> Iterator[Found]:
-        """Every document file in the vault, with its stat; one scandir pass per folder."""
-        tops = {kind(name).folder.split("/")[0] for name in (kinds or KINDS)}
-        for top in sorted(tops):
-            start = self.root / top
-            if start.is_dir():
-                yield from self._walk_dir(start, kinds)
+        """Every document file in the vault, with its stat: each folder's files by name, then its
+        subfolders by name (see walk_folders)."""
+        root = self.root
+        for folder in self.walk_folders(kinds):
+            prefix = folder.rel + "/"
+            for name, kind_name, key, mtime_ns, size in sorted(folder.files, key=_first):
+                yield Found(root, prefix + name, kind_name, key, mtime_ns, size)
 
-    def _walk_dir(self, folder: Path, kinds: set[str] | None) -> Iterator[Found]:
+    def walk_folders(self, kinds: set[str] | None = None) -> Iterator[Folder]:
+        """Every folder holding document files, with those files in the order the file system
+        lists them (sorting costs more than the stat), and then its subfolders by name. One
+        scandir pass per folder, each file's stat taken as it is listed (while its inode is hot).
+
+        What a folder holds is decided once from its place (as kinds.classify decides it for one
+        path): hidden names and temp files are skipped, and symlinked folders are not followed."""
+        root = str(self.root)
+        for top, place in sorted(_TOPS.items()):
+            if _reaches(place, kinds):
+                yield from self._walk_folder(os.path.join(root, top), top, place, kinds)
+
+    def _walk_folder(self, folder: str, rel: str, place: _Place, kinds: set[str] | None) -> Iterator[Folder]:
+        state, arg = place
+        files: list[tuple[str, str, str, int, int]] = []
+        subfolders: list[tuple[str, str, _Place]] = []
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as scan:
+                for entry in scan:
+                    name = entry.name
+                    if name[0] == "." or name.endswith(TMP_SUFFIX):
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            sub = _subfolder(place, name)
+                            if sub is not None and _reaches(sub, kinds):
+                                subfolders.append((name, entry.path, sub))
+                            continue
+                        if not name.endswith(".md"):
+                            continue
+                        if state == "nested" or state == "files":
+                            kind_name, key = arg, name[:-3]
+                        elif state == "runs":
+                            kind_name, key = "run", arg + name[:-3]
+                        elif state == "people-files":
+                            kind_name, key = "people", arg + name[:-3]
+                        elif state == "task" and name in _TASK_FILES:
+                            kind_name, key = _TASK_FILES[name], arg
+                        else:
+                            continue
+                        if (kinds is not None and kind_name not in kinds) or not entry.is_file():
+                            continue
+                        stat = entry.stat()
+                    except OSError:
+                        continue
+                    files.append((name, kind_name, key, stat.st_mtime_ns, stat.st_size))
         except OSError:
             return
-        for entry in sorted(entries, key=lambda e: e.name):
-            if is_temp_name(entry.name) or entry.name in SKIPPED_DIRS:
-                continue
-            path = Path(entry.path)
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    yield from self._walk_dir(path, kinds)
-                    continue
-                if not entry.is_file() or not entry.name.endswith(".md"):
-                    continue
-                rel = PurePosixPath(path.relative_to(self.root).as_posix())
-                found = classify(rel)
-                if found is None or (kinds is not None and found[0] not in kinds):
-                    continue
-                stat = entry.stat()
-            except OSError:
-                continue
-            yield Found(path, rel, found[0], found[1], stat.st_mtime_ns, stat.st_size)
+        if files:
+            yield Folder(rel, files)
+        for name, path, sub in sorted(subfolders):
+            yield from self._walk_folder(path, f"{rel}/{name}", sub, kinds)
 
     def classify_path(self, path: Path) -> tuple[str, str] | None:
         try:
@@ -181,7 +280,7 @@ class Vault:
             by_key.setdefault((found.kind, found.key), []).append(found)
         for (kind_name, key), founds in by_key.items():
             if len(founds) > 1:
-                where = ", ".join(str(f.rel) for f in founds)
+                where = ", ".join(f.rel for f in founds)
                 for found in founds:
                     problems.append(
                         Problem(found.path, f"the id '{key}' is used by {len(founds)} files ({where})",
