@@ -194,11 +194,12 @@ class _Batch:
     def __len__(self) -> int:
         return len(self.documents) + len(self.problems) + len(self.deleted)
 
-    def flush(self, conn: sqlite3.Connection) -> None:
-        """Replace the rows of every path touched: old FTS entries out, new rows and entries in."""
+    def flush(self, conn: sqlite3.Connection) -> set[str]:
+        """Replace the rows of every path touched: old FTS entries out, new rows and entries in.
+        Returns the top-level folders touched (memory, sessions, ...)."""
         touched = [*self.documents, *self.problems, *self.deleted]
         if not touched:
-            return
+            return set()
         conn.executemany("DELETE FROM folders WHERE path = ?",  # their stored states are stale now
                          [(folder,) for folder in {rel.rpartition("/")[0] for rel in touched}])
         paths = json.dumps(touched)  # one parameter, read back by json_each
@@ -215,6 +216,7 @@ class _Batch:
         self.documents.clear()
         self.problems.clear()
         self.deleted.clear()
+        return {rel.split("/", 1)[0] for rel in touched}
 
 
 class Index:
@@ -239,6 +241,8 @@ class Index:
         self._readers_lock = threading.Lock()
         self._generation = 0
         self._version = 0  # bumped by every write that changed rows, for the caches above us
+        self._folder_versions: Counter[str] = Counter()  # the same, per top-level folder
+        self._pending_tops: set[str] = set()
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
         self._writer = self._open()
 
@@ -335,8 +339,9 @@ class Index:
                 self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
                 self._writer.execute("COMMIT")
-                if self._writer.total_changes != before:
+                if self._writer.total_changes != before:  # after the commit, so readers see the rows
                     self._version += 1
+                    self._folder_versions.update(self._pending_tops)
             except BaseException as exc:
                 with suppress(sqlite3.Error):
                     if self._writer.in_transaction:
@@ -347,11 +352,17 @@ class Index:
                     raise self._unavailable(exc) from None
                 self._reset()
                 raise _Reset from None
+            finally:
+                self._pending_tops.clear()
 
     @property
     def version(self) -> tuple[int, int]:
         """Changes whenever this index's rows change: a key for caches of what it holds."""
         return (self._generation, self._version)
+
+    def version_of(self, top: str) -> tuple[int, int]:
+        """Changes whenever rows under one top-level folder (memory, pins, ...) change."""
+        return (self._generation, self._folder_versions[top])
 
     def sync(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Bring the index up to date with the files; re-read only what changed on disk.
@@ -483,7 +494,7 @@ class Index:
         (data_version when the sync read the rows, folder states to store, folder states to drop);
         they are written only if no other connection wrote meanwhile."""
         with self._writing() as conn:
-            batch.flush(conn)
+            self._pending_tops |= batch.flush(conn)
             if states is not None and conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
                 conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
                 conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
@@ -556,7 +567,7 @@ class Index:
             batch.deleted.update(rels - {f.rel for f in founds})
             if founds:
                 self._plan(founds, indexed, batch)
-            batch.flush(conn)
+            self._pending_tops |= batch.flush(conn)
 
     def _stat(self, rel: str, kind: str, key: str) -> Found | None:
         path = self.vault.root / rel

@@ -103,7 +103,7 @@ class KnowledgeBuilder:
     def memory_index(self, scope: str | None) -> MemoryIndex:
         """Unflagged memory entries in the global scope and the session's scope, newest first."""
         index = self.workspace.index
-        key = (index.version, scope, self.workspace.judge_fingerprint)
+        key = (index.version_of("memory"), scope, self.workspace.judge_fingerprint)
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None:
@@ -114,7 +114,7 @@ class KnowledgeBuilder:
         entries = tuple(_entry(doc) for doc in docs[: self.workspace.settings.chat.knowledge_entries])
         built = MemoryIndex(entries, len(docs))
         with self._lock:
-            self._cache = {k: v for k, v in self._cache.items() if k[0] == index.version}
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == key[0]}
             self._cache[key] = built
         return built
 

@@ -536,3 +536,22 @@ def test_query_of_broad_words_ranks_the_entries_with_them_in_the_title(vault: Va
         assert len(index.search("garden", limit=20)) == 20  # fewer titles than asked for: every match ranked
         assert len(index.search("garden", limit=40)) == 32
         assert keys(index.search("seeds")) and len(index.search("garden", kind="note")) == 0
+
+
+def test_version_of_a_folder_moves_only_when_its_rows_change(tmp_path: Path) -> None:
+    vault = Vault(tmp_path)
+    vault.create("memory", "one", {"title": "One"}, "first\n")
+    vault.create("session", "s1", {"title": "Chat"}, "")
+    with Index(vault) as index:
+        index.sync()
+        memory, sessions = index.version_of("memory"), index.version_of("sessions")
+        session = vault.update("session", "s1", body="## user · 2026-11-30T10:00:00Z\n\nhi\n")
+        index.update(session.path)
+        assert index.version_of("memory") == memory
+        assert index.version_of("sessions") != sessions
+        entry = vault.update("memory", "one", body="second\n")
+        index.update(entry.path)
+        assert index.version_of("memory") != memory
+        settled = index.version_of("memory")
+        index.sync()  # nothing changed on disk since
+        assert index.version_of("memory") == settled
