@@ -65,12 +65,20 @@ def visible_memories(workspace: Workspace, query: str, limit: int) -> list[Entry
     return entries
 
 
+def key_words(text: str, most: int = 6) -> str:
+    """The longest distinct words of a message: a cheaper search than every word of it, and
+    the short words (who, is, the) rarely tell entries apart."""
+    words = dict.fromkeys(w.strip(".,;:!?'\"()[]").lower() for w in text.split())
+    chosen = sorted((w for w in words if len(w) >= 4), key=len, reverse=True)[:most]
+    return " ".join(chosen) or text
+
+
 def relevant_memories(ctx: ToolContext, text: str, limit: int = 3) -> list[Entry]:
     """Entries that may bear on a message, for the system prompt of a turn with memory."""
     if not ctx.memory_allowed:
         return []
     try:
-        return visible_memories(ctx.agent.workspace, text, limit)
+        return visible_memories(ctx.agent.workspace, key_words(text), limit)
     except Exception:  # a prompt without memories beats a failed turn
         return []
 
