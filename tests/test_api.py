@@ -163,7 +163,7 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "watcher": "off",
         "model": SCRIPTED,
         "unreadable_files": 0,
-        "pattern_set": "1",
+        "pattern_set": app_of(client).state.workspace.judge.patterns.label,
     }
 
 
