@@ -1,12 +1,12 @@
 """Benchmark the threat patterns: detection rates on the corpus, scan throughput, cached re-judgment.
 
-    python bench/bench_threats.py [--mb 20] [--write]
+    python bench/bench_threats.py [--mb 20] [--repeat 3] [--write]
 
 - Rates: per class and per form on tests/fixtures/threats/hostile.yaml (true positives) and
   benign.yaml (false positives), and on the held-out files that the patterns were not tuned on.
 - Throughput: about --mb megabytes of benign text made from the benign corpus, scanned as
   entry-sized documents (one note each), as file-sized documents (notes joined up to ~4 KB) and
-  as one long text.
+  as one long text; the median of --repeat runs.
 - Cached re-judgment: the median time of ThreatJudge.judge() for a document already judged.
 
 --write puts the tables under "## Threat patterns (issue 3)" in bench/RESULTS.md, replacing
@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,23 @@ def rates(patterns: PatternSet) -> list[str]:
         "False positives by class: " + (", ".join(f"{c} {n}" for c, n in by_class.most_common()) or "none") + ".",
     ]
     held_hostile, held_benign = load("holdout-hostile.yaml"), load("holdout-benign.yaml")
-    caught = sum(bool(scan(item["text"], patterns)) for item in held_hostile)
+    caught = [bool(scan(item["text"], patterns)) for item in held_hostile]
     wrong = sum(bool(scan(item["text"], patterns)) for item in held_benign)
+    missed_items = [item for item, hit in zip(held_hostile, caught, strict=True) if not hit]
+    missed = Counter(item["form"] for item in missed_items)
+    missed_classes = Counter(class_ for item in missed_items for class_ in item["classes"])
     lines += [
         "",
-        "| held out (written after the patterns, not tuned on) | items | flagged |",
+        "| held out (written before the patterns of this version, not tuned on) | items | flagged |",
         "|---|---|---|",
-        f"| hostile | {len(held_hostile)} | {pct(caught, len(held_hostile))} |",
+        f"| hostile | {len(held_hostile)} | {pct(sum(caught), len(held_hostile))} |",
         f"| benign | {len(held_benign)} | {pct(wrong, len(held_benign))} |",
+        "",
+        "Held-out hostile texts missed, by form: "
+        + (", ".join(f"{form} {n}" for form, n in missed.most_common()) or "none")
+        + "; by class they try: "
+        + (", ".join(f"{c} {n}" for c, n in missed_classes.most_common()) or "none")
+        + ".",
     ]
     return lines
 
@@ -138,26 +148,30 @@ def documents(target: int, size: int, seed: int = 7) -> list[str]:
     return docs
 
 
-def throughput(patterns: PatternSet, megabytes: float) -> list[str]:
+def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]:
     target = int(megabytes * 1_000_000)
-    lines = ["| text scanned | documents | mean size | time | per document | throughput |", "|" + "---|" * 6]
+    lines = ["| text scanned | documents | mean size | time (median) | per document | throughput |", "|" + "---|" * 6]
     for label, size in (("entry-sized (one note each)", 0), ("file-sized (notes joined to ~4 KB)", 4000)):
         docs = documents(target, size)
         total = sum(len(doc.encode()) for doc in docs)
-        started = time.perf_counter()
-        for doc in docs:
-            scan(doc, patterns)
-        elapsed = time.perf_counter() - started
+        elapsed = median_time(lambda docs=docs: [scan(doc, patterns) for doc in docs], repeat)
         lines.append(f"| {label} | {len(docs):,} | {total / len(docs):,.0f} B | {elapsed:.2f} s "
                      f"| {elapsed / len(docs) * 1e6:.0f} µs | {total / elapsed / 1e6:.1f} MB/s |")  # fmt: skip
     text = "\n\n".join(documents(target, 0))
     total = len(text.encode())
-    started = time.perf_counter()
-    scan(text, patterns)
-    elapsed = time.perf_counter() - started
+    elapsed = median_time(lambda: scan(text, patterns), repeat)
     rate = total / elapsed / 1e6
     lines.append(f"| one long text | 1 | {total / 1e6:.1f} MB | {elapsed:.2f} s | - | {rate:.1f} MB/s |")
     return lines
+
+
+def median_time(run: Callable[[], object], repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
 
 
 def rejudge(patterns: PatternSet, rounds: int = 100_000) -> list[str]:
@@ -210,6 +224,13 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}){memory}, Python {platform.python_version()}, {system}"
 
 
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def write(section: str) -> None:
     """Replace (or append) this benchmark's section of RESULTS.md, leaving the others alone."""
     current = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
@@ -226,15 +247,18 @@ def write(section: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=20.0, help="megabytes of text for each throughput row")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each throughput row (the median is shown)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {RESULTS.name}")
     args = parser.parse_args()
     patterns = PatternSet.load()
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python bench/bench_threats.py" + (f" --mb {args.mb:g}" if args.mb != 20 else "")
+    command += f" --repeat {args.repeat}" if args.repeat != 3 else ""
     parts = [
         HEADING,
         "",
-        f"`{command}` on {when}; {machine()}. Pattern set version {patterns.version} "
+        f"`{command}` on {when}; {machine()}; load average {load_average()} when it started. "
+        f"Pattern set version {patterns.version} "
         f"({len(patterns.patterns)} patterns, fingerprint `{patterns.fingerprint}`).",
         "",
         "### Detection on the corpus (tests/fixtures/threats)",
@@ -243,7 +267,7 @@ def main() -> None:
         "",
         "### Scan throughput (benign text)",
         "",
-        *throughput(patterns, args.mb),
+        *throughput(patterns, args.mb, args.repeat),
         "",
         "### Judging",
         "",

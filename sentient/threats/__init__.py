@@ -1,0 +1,53 @@
+"""Threat patterns: does a text read as instructions to the model rather than as something known?
+
+Memory is where outside text can settle for good, so every entry is judged when it is written
+and again when it is read. This package is the judging, and nothing else:
+
+- views.py        the views of a text patterns match against (invisible characters, look-alike
+                  letters, HTML entities, markup, odd spacing undone)
+- expressions.py  each pattern's regexes read once for a faster way to run them exactly
+- patterns.py     `PatternSet.load()`: the versioned set in sentient/data/patterns.yaml plus a
+                  vault's own patterns, checked and compiled; the keyword pre-check
+- scan.py         `scan(text, patterns)`: the findings. Pure: no I/O, no state
+- judge.py        `ThreatJudge`: judgments cached by (content revision, pattern-set
+                  fingerprint), so judging an unchanged entry on every read is a lookup
+
+Patterns catch the blunt cases only; docs/security.md says what they miss.
+"""
+
+from sentient.threats.judge import (
+    CACHE_ENTRIES,
+    Judgment,
+    ThreatJudge,
+    allowed_revision,
+    is_withheld,
+    judge_text,
+    judged_text,
+    text_revision,
+)
+from sentient.threats.patterns import CLASSES, PATTERNS_FILE, Pattern, PatternSet
+from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
+from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, normalise
+
+__all__ = [
+    "CACHE_ENTRIES",
+    "CLASSES",
+    "EXCERPT_CHARS",
+    "NORMALISER_VERSION",
+    "PATTERNS_FILE",
+    "VIEWS",
+    "Finding",
+    "Judgment",
+    "Normalised",
+    "Pattern",
+    "PatternSet",
+    "ThreatJudge",
+    "allowed_revision",
+    "first_match",
+    "is_withheld",
+    "judge_text",
+    "judged_text",
+    "normalise",
+    "scan",
+    "text_revision",
+]
