@@ -45,26 +45,46 @@ FORMS = ("direct", "indirect", "disguised")
 NOTES = [
     "Notes:",
     "",
-    "- **Throughput is below the 20 MB/s target.** Two costs set it, both Python's: a floor of "
-    "about 6 µs per document (normalising, a set of the text's words for the keyword pre-check), "
-    "and the patterns whose keywords a text contains, whose expressions then run on it. The benign "
-    "corpus is dense with trigger words on purpose (passwords, API keys, system, assistant, "
-    "instructions), so notes joined into 4 KB documents open many patterns each; one long text is "
-    "scanned in 8 KB pieces and opens nearly all of them. What got it from 0.6 to ~5 MB/s: matching "
-    "lower-cased text without IGNORECASE, keyword groups checked against a word set, and running "
-    "each expression only where its leading literal occurs. A compiled multi-pattern engine "
-    "(Hyperscan, a Rust extension) would be the next step; no such dependency is in the project.",
-    "- **In practice** each entry is judged once per content revision, and a cached re-judgment "
-    "costs about a microsecond. For a memory-entry-sized note the first judgment (tens of µs) is "
-    "small beside what the index spends reading and parsing a file on a cold build (see Index); "
-    "for a dense 4 KB document it is of the same order.",
-    "- **Corpus against held out.** The corpus and the patterns were written by the same person, "
-    "side by side; the held-out texts were written afterwards and not tuned on, so their rates are "
-    "the better estimate for attacks nobody wrote a pattern for. The two benign notes flagged in "
-    "the corpus quote an attack phrase word for word; both are kept there on purpose.",
-    "- The shortcuts (keyword pre-checks, split expressions, word-start checks) are tested to find "
-    "exactly what the plain expressions find on every corpus text (tests/test_threats.py).",
-    "- The machine is shared with other work (2 CPUs), so figures move by ±30% between runs.",
+    "- **Before and after, same machine, same minutes** (a one-off script, not kept: the single-module "
+    "scanner of pattern set 1 against this package with set 2, run alternately, 20 MB per row, median of 3): "
+    "entry-sized 5.7 -> 5.8 MB/s, file-sized 2.6 -> 2.9 MB/s, one long text 1.7 -> 2.4 MB/s. The table above "
+    "is one later run; figures on this shared 2-CPU machine move by up to ±40% with the other sessions' load.",
+    "- **The 20 MB/s target is not reached, and pure Python will not reach it on this corpus.** Two costs set"
+    " the figures. Per document, CPython needs some twenty C calls and a few objects to normalise a text, "
+    "split its words and check 39 patterns' keyword groups: about 5 µs on an idle core, 10-13 µs here, which "
+    "caps 96-byte notes near 20 MB/s on an idle core and 7-10 MB/s here even when nothing matches. And the "
+    "benign corpus is dense with trigger words on purpose (passwords, API keys, system, assistant, "
+    "instructions): in a 4 KB document about 25 of the 39 patterns have every keyword group present and some "
+    "170 places where an expression can start, each tried by the regular expression engine from Python. A C "
+    "Aho-Corasick pass alone (pyahocorasick) over the set's 666 needles and keywords finds 1.7 million places"
+    " in the 20 MB text and takes 0.9 s just to hand them back to Python. 20 MB/s needs the expressions "
+    "compiled into one engine (Hyperscan/vectorscan bindings, or a Rust extension): a new dependency, which "
+    "is the project's call.",
+    "- **What was done for speed, all exact:** normalisation touches only non-ASCII runs (ASCII is "
+    "NFKC-stable and composes with nothing before it), letter-spaced words are looked for by a bytes check "
+    "before any expression runs, the internal expressions start with a literal or a class so the engine skips"
+    " ahead; keyword groups are bits, checked for the whole set with one set intersection; long views are cut"
+    " into 512-character blocks with their own word sets, and an expression is tried only where one of its "
+    "needles starts a word, only in blocks holding the needle's lead word; case-sensitive expressions get "
+    "needles too; expressions anchored with ^ are searched from line breaks, raw-view ones only at invisible "
+    "characters. A long text is scanned whole, no longer in overlapping pieces, so a match is found wherever "
+    "it is.",
+    "- **In practice** each entry is judged once per content revision, and a cached re-judgment costs about a"
+    " microsecond (table above), far inside the 20 µs budget.",
+    "- **Exactness is tested, not assumed:** tests/test_threats.py builds every view the plain way (every "
+    "step on the whole text) and runs every expression as written, and checks that the scanner finds the same"
+    " patterns with the same excerpts on every corpus text, on long texts of many blocks with attacks put in "
+    "at random places, and on 300 made-up texts each run; and it makes texts from each pattern's own "
+    "expressions to check that every keyword group is met by what the expression matches. That check found 30"
+    " expressions of set 1 whose keywords could miss a match (for instance 'youre now ...', 'from here on', "
+    "'systemprompt', 'memory_' taken as a word); all fixed in set 2, as was '«ignore all previous "
+    "instructions»', which set 1 missed because bytes of non-ASCII characters counted as word characters.",
+    "- **Corpus against held out.** The first held-out set (40% of hostile texts flagged when written) was "
+    "moved into the corpus and the patterns of set 2 were written from its misses. A new held-out set of 20 "
+    "hostile and 20 benign texts was written before any pattern of set 2 was changed and was not tuned on: "
+    "its rate is the estimate for attacks nobody wrote a pattern for. Its author had read the patterns of set"
+    " 1, so it is not blind. The two benign corpus notes flagged quote an attack phrase word for word; both "
+    "are kept on purpose. Still missed in the corpus: leetspeak (2) and a bare base64 payload.",
     "",
 ]
 
