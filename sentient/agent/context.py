@@ -15,9 +15,6 @@ from sentient.config import Settings
 if TYPE_CHECKING:
     from sentient.agent.turn import Agent
 
-CHANNELS = ("chat", "api", "task", "dispatch")
-
-
 def memory_allowed(*, incognito: bool, channel: str, settings: Settings) -> bool:
     """May this turn use what Sentient knows? Decided once per turn; one line per rule."""
     if not settings.features.memory:

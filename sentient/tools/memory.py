@@ -110,9 +110,9 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
 def _same_entry(workspace: Workspace, title: str, text: str) -> IndexedDoc | None:
     """An entry that already says this: the same title, or a near-identical body."""
     wanted = title.strip().casefold()
-    for doc in workspace.index.documents("memory"):
-        if doc.title.strip().casefold() == wanted:
-            return doc
+    for hit in workspace.index.search(title, kind="memory", limit=10):  # not a read of every entry
+        if hit.title.strip().casefold() == wanted:
+            return workspace.index.get("memory", hit.key)
     for hit in workspace.index.search(text, kind="memory", limit=3):
         found = workspace.index.get("memory", hit.key)
         if found is not None and difflib.SequenceMatcher(None, found.body.strip(), text.strip()).ratio() >= SAME_TEXT:

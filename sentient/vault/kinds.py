@@ -123,7 +123,6 @@ KINDS: dict[str, Kind] = {
     )
 }
 
-RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
 
 
 def kind(name: str) -> Kind:
