@@ -40,6 +40,8 @@ OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index
 # A query matching more entries than this is "broad" (see Index.search): ranking costs about a
 # microsecond per matching entry (FTS5 scores every match; it has no top-k pruning).
 BROAD_MATCHES = 3000
+# A filtered search first ranks this many times its limit of all matches (see Index._ranked).
+PREFETCH = 4
 FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
 
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
@@ -597,8 +599,10 @@ class Index:
             raise self._unavailable(exc) from None
 
     def search(self, query: str, *, kind: str | None = None, scope: str | None = None, category: str | None = None,
-               since: str | None = None, until: str | None = None, limit: int = 10) -> list[Hit]:
+               since: str | None = None, until: str | None = None, limit: int = 10,
+               any_word: bool = False) -> list[Hit]:
         """Documents matching every word of `query` (any word, when none match all), best first.
+        `any_word`: rank the documents matching any of its words, with no word left out.
 
         `since`/`until` bound the `updated` time (ISO; a bare date for `until` means its whole day).
 
@@ -616,6 +620,8 @@ class Index:
         words = phrases(query)
         if not words:
             return []
+        if any_word:
+            return self._search(" OR ".join(words), clauses, params, limit)
         match = " ".join(words)
         if self._more_than(match, self.broad):
             hits = self._search(f"title : ({match})", clauses, params, limit)
@@ -637,18 +643,29 @@ class Index:
         return counts[None][0]
 
     def _more_than(self, match: str, threshold: int) -> bool:
-        """Whether `match` matches more than `threshold` entries: counted up to threshold + 1, at a
-        fraction of the cost of ranking them; kept until the index changes."""
-        if self._entries() <= threshold:
-            return False
+        """Whether `match` matches more than `threshold` entries."""
+        return self._entries() > threshold and self._count(match, threshold + 1) > threshold
+
+    def _count(self, match: str, most: int) -> int:
+        """How many documents `match` matches, counted up to `most`, at a fraction of the cost of
+        ranking them; kept until the index changes."""
         counts = self._counts_now()
         count, limit = counts.get(match, (0, 0))
-        if count == limit and count <= threshold:  # not counted that far yet
+        if count == limit and limit < most:  # not counted that far yet
             with self._reading() as conn:
                 count = conn.execute("SELECT count(*) FROM (SELECT rowid FROM documents_fts WHERE documents_fts "
-                                     "MATCH ? LIMIT ?)", (match, threshold + 1)).fetchone()[0]
-            counts[match] = (count, threshold + 1)
-        return count > threshold
+                                     "MATCH ? LIMIT ?)", (match, most)).fetchone()[0]
+            counts[match] = (count, most)
+        return min(count, most)
+
+    def word_counts(self, words: Iterable[str], most: int) -> dict[str, int]:
+        """How many documents (of any kind) hold each word, counted up to `most`: what tells a
+        rare word from a common one before anything is ranked."""
+        counts: dict[str, int] = {}
+        for word in words:
+            quoted = phrases(word)
+            counts[word] = self._count(" ".join(quoted), most) if quoted else 0
+        return counts
 
     def _counts_now(self) -> dict[str | None, tuple[int, int]]:
         """match -> (entries counted, the limit they were counted to), for the index as it is now."""
@@ -660,11 +677,8 @@ class Index:
 
     def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
         """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a re-tokenise)."""
-        join = " JOIN documents d ON d.id = documents_fts.rowid" if clauses else ""
-        rank = (f"SELECT documents_fts.rowid, bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS score FROM documents_fts"
-                f"{join} WHERE documents_fts MATCH ?{clauses} ORDER BY score LIMIT ?")
         with self._reading() as conn:
-            scores = dict(conn.execute(rank, [match, *params, limit]).fetchall())
+            scores = self._ranked(conn, match, clauses, params, limit)
             if not scores:
                 return []
             marks = ", ".join("?" for _ in scores)
@@ -676,6 +690,32 @@ class Index:
         hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
                     bool(r[10]), _loads(r[11])) for r in rows]
         return sorted(hits, key=lambda hit: -hit.score)
+
+    @staticmethod
+    def _ranked(conn: sqlite3.Connection, match: str, clauses: str, params: list[str],
+                limit: int) -> dict[int, float]:
+        """rowid -> score of the best `limit` matches that pass the filters (`clauses` on `d`).
+
+        Filtering while ranking reads every match's row, which doubles the cost of ranking. So the
+        best PREFETCH x `limit` of all matches are ranked first without their rows: when `limit` of
+        them pass the filters (or they are all the matches), those are the answer, exactly; only
+        otherwise is everything ranked again with the filters."""
+        rank = f"SELECT documents_fts.rowid, bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS score FROM documents_fts"
+        if not clauses:
+            return dict(conn.execute(f"{rank} WHERE documents_fts MATCH ? ORDER BY score LIMIT ?",
+                                     [match, limit]).fetchall())
+        best = conn.execute(f"{rank} WHERE documents_fts MATCH ? ORDER BY score LIMIT ?",
+                            [match, limit * PREFETCH]).fetchall()
+        marks = ", ".join("?" for _ in best)
+        # NOT INDEXED: by rowid, never by scanning the (kind, key) index for a kind's every row
+        passing = {row[0] for row in conn.execute(
+            f"SELECT d.id FROM documents d NOT INDEXED WHERE d.id IN ({marks}){clauses}",
+            [*(rowid for rowid, _ in best), *params])}
+        if len(passing) >= limit or len(best) < limit * PREFETCH:
+            return dict([(rowid, score) for rowid, score in best if rowid in passing][:limit])
+        # CROSS JOIN keeps the matches the outer loop: a kind's rows first would try each one against FTS5
+        return dict(conn.execute(f"{rank} CROSS JOIN documents d ON d.id = documents_fts.rowid WHERE documents_fts "
+                                 f"MATCH ?{clauses} ORDER BY score LIMIT ?", [match, *params, limit]).fetchall())
 
     def get(self, kind: str, key: str) -> IndexedDoc | None:
         rows = self._select("WHERE kind = ? AND key = ?", (kind, key))

@@ -227,6 +227,7 @@ class Scripted(CustomLLM):
         response.model = f"{PROVIDER}/{model}"
         response.created = int(time.time())
         response.usage = self._usage(reply, messages)
+        response._hidden_params["response_cost"] = 0.0  # as the embedded model's handler does: nothing to price
         return response
 
     def _usage(self, reply: ScriptedReply, messages: list[Any]) -> Usage:

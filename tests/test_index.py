@@ -538,6 +538,22 @@ def test_query_of_broad_words_ranks_the_entries_with_them_in_the_title(vault: Va
         assert keys(index.search("seeds")) and len(index.search("garden", kind="note")) == 0
 
 
+@pytest.mark.parametrize("notes", [0, 3, 40])  # filtered hits among the best, a few, none
+def test_a_filtered_search_is_the_full_ranking_filtered(vault: Vault, notes: int) -> None:
+    for number in range(40):
+        write(vault, f"memory/m{number}.md", entry(f"Kettle {number}", "kettle " * (number % 7 + 1)))
+    for number in range(notes):
+        write(vault, f"pins/notes/n{number}.md", entry(f"Kettle note {number}", "kettle kettle kettle kettle"))
+    with Index(vault) as index:
+        index.sync()
+        everything = index.search("kettle", limit=1000)
+        for kind, limit in (("memory", 3), ("memory", 30), ("note", 2), ("note", 5)):
+            wanted = [(hit.key, round(hit.score, 9)) for hit in everything if hit.kind == kind][:limit]
+            found = [(hit.key, round(hit.score, 9)) for hit in index.search("kettle", kind=kind, limit=limit)]
+            assert sorted(found, key=lambda h: -h[1]) == found
+            assert [score for _, score in found] == [score for _, score in wanted], (kind, limit)
+
+
 def test_version_of_a_folder_moves_only_when_its_rows_change(tmp_path: Path) -> None:
     vault = Vault(tmp_path)
     vault.create("memory", "one", {"title": "One"}, "first\n")

@@ -157,3 +157,47 @@ def test_memory_commands_are_absent_when_memory_is_absent(
     with pytest.raises(SystemExit):
         main(["--vault", str(vault), "memory", "list"])
     assert "invalid choice: 'memory'" in capsys.readouterr().err
+
+
+def _system_prompt(scripted: Scripted) -> str:
+    return str(scripted.requests[-1]["messages"][0]["content"])
+
+
+def test_a_turn_shows_the_entries_holding_the_messages_rarest_words(
+    make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sentient.tools.memory.RELEVANT_CANDIDATES", 4)
+    agent = agent_on(make_vault("basic"))
+    for number in range(6):
+        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} of the garden gets compost.")
+    create_entry(agent.workspace, title="Tomato seedlings", body="The garden tomatoes go out after the last frost.")
+    scripted.queue(text("ok"))
+    agent.turn("When do the tomatoes go into the garden?")
+    prompt = _system_prompt(scripted)
+    assert 'title="Tomato seedlings"' in prompt
+    # "garden" is held by 7 entries, more than the 4 a turn may rank: it picks no entry by itself.
+    assert "Garden bed" not in prompt
+
+
+def test_a_turn_whose_words_are_all_common_shows_no_entry(
+    make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sentient.tools.memory.RELEVANT_CANDIDATES", 4)
+    agent = agent_on(make_vault("basic"))
+    for number in range(6):
+        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} of the garden gets compost.")
+    scripted.queue(text("ok"), text("ok"))
+    agent.turn("What goes into the garden compost?")
+    assert "<memory id=" not in _system_prompt(scripted)
+    agent.turn("How do I brew filter coffee?")  # a word few entries hold finds its entry
+    assert '<memory id="filter-coffee"' in _system_prompt(scripted)
+
+
+def test_a_search_looks_past_withheld_entries_for_visible_ones(workspace: Workspace) -> None:
+    from sentient.tools.memory import visible_memories
+
+    for number in range(5):
+        create_entry(workspace, title=f"Kettle kettle {number}", body=f"kettle kettle. {INJECTION}")
+    create_entry(workspace, title="Descaling", body="The kettle gets vinegar once a month.")
+    found = visible_memories(workspace, "kettle", 1)
+    assert [entry.title for entry in found] == ["Descaling"]

@@ -173,10 +173,11 @@ class Agent:
     def is_incognito(self, key: str) -> bool:
         return key in self._incognito
 
-    def messages_of(self, key: str) -> tuple[transcript.Message, ...]:
+    def messages_of(self, key: str, saved: Document | None = None) -> tuple[transcript.Message, ...]:
+        """The session's messages (from `saved`, its file as just read, when given)."""
         if key in self._incognito:
             return tuple(self._incognito[key])
-        return transcript.parse(self.workspace.vault.get("session", key).body).messages
+        return transcript.parse((saved or self.workspace.vault.get("session", key)).body).messages
 
     def record(self, key: str, *messages: transcript.Message, meta: Mapping[str, Any] | None = None) -> None:
         """Append messages (and set frontmatter fields) in one write, as the turn goes."""
@@ -231,11 +232,8 @@ class Agent:
             raise SentientError("the message is empty; type something to send")
         if session is None:
             session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=text.strip()[:60])
-        elif session not in self._incognito:
-            try:
-                self.workspace.vault.get("session", session)
-            except NotFound:
-                raise NotFound(f"no session '{session}'; start a new one by leaving session out") from None
+        elif session not in self._incognito and self.workspace.vault.locate("session", session) is None:
+            raise NotFound(f"no session '{session}'; start a new one by leaving session out")
         incognito = session in self._incognito
         if not self.workspace.watching:
             try:
@@ -252,12 +250,12 @@ class Agent:
         session = self.new_session(channel="dispatch", pins=pins, scope=scope, title=goal.strip()[:60])
         return self.turn(goal, session=session, channel="dispatch")
 
-    def session_settings(self, key: str) -> tuple[list[str], str | None, str | None]:
-        """(pins, scope, knowledge_delivered) of a session."""
+    def session_settings(self, key: str, saved: Document | None = None) -> tuple[list[str], str | None, str | None]:
+        """(pins, scope, knowledge_delivered) of a session (from `saved`, its file as just read, when given)."""
         if key in self._incognito:
             meta = self._incognito_meta.get(key, {})
         else:
-            meta = dict(self.workspace.vault.get("session", key).meta)
+            meta = dict((saved or self.workspace.vault.get("session", key)).meta)
         pins = meta.get("pins") or []
         scope = meta.get("scope")
         delivered = meta.get("knowledge_delivered")
@@ -272,9 +270,10 @@ class Agent:
         on_text: Callable[[str], None] | None,
         prior: list[Message],
     ) -> TurnResult:
-        pins, scope, delivered = self.session_settings(session)
+        saved = None if session in self._incognito else self.workspace.vault.get("session", session)
+        pins, scope, delivered = self.session_settings(session, saved)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
-        current = compaction.window(self.messages_of(session))
+        current = compaction.window(self.messages_of(session, saved))
         system = self.system_prompt(ctx, text, current.summary)
         if self._over_budget(system, current, text):
             current, system, delivered = self._compact(ctx, session, current, knowledge, delivered, text)

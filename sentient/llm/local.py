@@ -366,6 +366,7 @@ class ConstrainedTools(CustomLLM):
         model_response.usage = Usage(  # type: ignore[attr-defined]
             prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
             total_tokens=usage["total_tokens"])
+        model_response._hidden_params["response_cost"] = 0.0  # a local model is free: litellm need not price it
         return model_response
 
     def streaming(self, model: str, messages: list[Any], api_base: str, custom_prompt_dict: dict[str, Any],

@@ -21,6 +21,10 @@ from sentient.workspace import Workspace
 
 BODY_PREVIEW = 600
 SAME_TEXT = 0.9
+# Most entries ranked to find the memories shown with a message (see relevant_memories).
+RELEVANT_CANDIDATES = 1000
+# Hits looked through, per entry wanted, when the judge withholds some.
+WITHHELD_SEARCH = 27
 
 
 @dataclass(frozen=True)
@@ -53,32 +57,46 @@ def quote(entry: Entry, *, full: bool = False) -> str:
     return f"<memory {attributes}>\n{body}\n</memory>"
 
 
-def visible_memories(workspace: Workspace, query: str, limit: int) -> list[Entry]:
-    """Search hits among memory entries, minus what the threat judge withholds."""
-    entries: list[Entry] = []
-    for hit in workspace.index.search(query, kind="memory", limit=limit * 3):
-        doc = workspace.index.get("memory", hit.key)
-        if doc is not None and workspace.visible(doc):
-            entries.append(_entry(doc))
-        if len(entries) == limit:
-            break
-    return entries
+def visible_memories(workspace: Workspace, query: str, limit: int, *, any_word: bool = False) -> list[Entry]:
+    """The best `limit` search hits among memory entries that the threat judge lets through
+    (asking for more hits only when it withheld some)."""
+    asked = limit
+    while True:
+        hits = workspace.index.search(query, kind="memory", limit=asked, any_word=any_word)
+        entries = []
+        for hit in hits:
+            doc = workspace.index.get("memory", hit.key)
+            if doc is not None and workspace.visible(doc):
+                entries.append(_entry(doc))
+        if len(entries) >= limit or len(hits) < asked or asked >= WITHHELD_SEARCH * limit:
+            return entries[:limit]
+        asked *= 3
 
 
-def key_words(text: str, most: int = 6) -> str:
-    """The longest distinct words of a message: a cheaper search than every word of it, and
-    the short words (who, is, the) rarely tell entries apart."""
+def key_words(text: str, most: int = 8) -> list[str]:
+    """The longest distinct words of a message: the short words (who, is, the) rarely tell
+    entries apart."""
     words = dict.fromkeys(w.strip(".,;:!?'\"()[]").lower() for w in text.split())
-    chosen = sorted((w for w in words if len(w) >= 4), key=len, reverse=True)[:most]
-    return " ".join(chosen) or text
+    return sorted((w for w in words if len(w) >= 4), key=len, reverse=True)[:most]
 
 
 def relevant_memories(ctx: ToolContext, text: str, limit: int = 3) -> list[Entry]:
-    """Entries that may bear on a message, for the system prompt of a turn with memory."""
+    """Entries that may bear on a message, for the system prompt of a turn with memory: those
+    that hold its rarest key words, ranked. Words are taken rarest first while the entries
+    holding them number at most RELEVANT_CANDIDATES; a word found in more entries than that
+    tells little about which ones matter, and ranking all of them would cost every turn
+    (about a microsecond and a half per entry)."""
     if not ctx.memory_allowed:
         return []
     try:
-        return visible_memories(ctx.agent.workspace, key_words(text), limit)
+        counts = ctx.agent.workspace.index.word_counts(key_words(text), RELEVANT_CANDIDATES + 1)
+        chosen, candidates = [], 0
+        for word in sorted((w for w, n in counts.items() if n), key=counts.__getitem__):
+            if candidates + counts[word] > RELEVANT_CANDIDATES:
+                break
+            chosen.append(word)
+            candidates += counts[word]
+        return visible_memories(ctx.agent.workspace, " ".join(chosen), limit, any_word=True) if chosen else []
     except Exception:  # a prompt without memories beats a failed turn
         return []
 

@@ -24,7 +24,7 @@ from sentient.vault.document import (
     TMP_SUFFIX,
     Document,
     atomic_write,
-    is_temp_name,
+    parse,
     read_file,
 )
 from sentient.vault.kinds import check_key, classify, default_path, kind
@@ -246,10 +246,11 @@ class Vault:
             path = default_path(self.root, kind_name, key)
             return path if path.is_file() else None
         base = self.root / spec.folder
-        pattern = f"*/{key}.md" if kind_name == "session" else f"**/{key}.md"
-        matches = sorted(
-            p for p in base.glob(pattern) if p.is_file() and not any(is_temp_name(x) for x in p.parts[-1:])
-        ) if base.is_dir() else []
+        if kind_name == "session":  # one level of month folders: a stat each, not a glob
+            matches = sorted(base / month / f"{key}.md" for month in _subfolders(base)
+                             if os.path.isfile(os.path.join(base, month, f"{key}.md")))
+        else:
+            matches = sorted(p for p in base.glob(f"**/{key}.md") if p.is_file()) if base.is_dir() else []
         if len(matches) > 1:
             where = ", ".join(str(p.relative_to(self.root)) for p in matches)
             raise BadFile(matches[0], f"the id '{key}' is used by {len(matches)} files ({where})", "Rename all but one")
@@ -301,14 +302,17 @@ class Vault:
     @contextmanager
     def lock(self, kind_name: str, key: str) -> Iterator[None]:
         """Serialise the app's own writers of one document (threads and processes)."""
-        folder = self.state_dir / "locks"
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{kind_name}--{key.replace('/', '--')}.lock", "w") as handle:
+        path = os.path.join(self.state_dir, "locks", f"{kind_name}--{key.replace('/', '--')}.lock")
+        try:  # opened as it is, not truncated: a lock file's content is never used, and this is every write
+            handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(handle)  # closing releases the lock
 
     def _stamp(self, document: Document, now: str) -> Document:
         """Fill in what the app maintains on every write: updated, revision, threat."""
@@ -356,9 +360,10 @@ class Vault:
         if "created" in names:
             initial.setdefault("created", now)
         document = self._stamp(Document(kind_name, key, path, initial, body, fields), now)
+        text = document.render()
         with self.lock(kind_name, key):
-            atomic_write(path, document.render(), ABSENT)
-        return self.read(kind_name, key, path)
+            written = atomic_write(path, text, ABSENT)
+        return self._written(kind_name, key, path, text, written)
 
     def update(
         self,
@@ -381,8 +386,13 @@ class Vault:
                 changed = transform(changed)
             document = self._stamp(changed, iso(self.clock()))
             assert current.source is not None
-            atomic_write(current.path, document.render(), current.source.file_hash)
-        return self.read(kind_name, key, current.path)
+            text = document.render()
+            written = atomic_write(current.path, text, current.source.file_hash)
+        return self._written(kind_name, key, current.path, text, written)
+
+    def _written(self, kind_name: str, key: str, path: Path, text: str, file_hash: str) -> Document:
+        """The document as just written (what a read of the file would give, without the read)."""
+        return parse(text, kind=kind_name, key=key, path=path, fields=kind(kind_name).fields, file_hash=file_hash)
 
     def delete(self, kind_name: str, key: str, *, expected_revision: str | None = None) -> Path:
         """Remove a document's file; Conflict if it changed since the caller read it."""
@@ -392,3 +402,12 @@ class Vault:
                 raise Conflict(current.path, expected_revision, current.revision)
             current.path.unlink()
         return current.path
+
+
+def _subfolders(folder: Path) -> list[str]:
+    """The names of a folder's subfolders (none when it is missing)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.name for entry in entries if entry.is_dir() and entry.name not in SKIPPED_DIRS]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
