@@ -20,7 +20,7 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -118,6 +118,18 @@ class Hit:
     revision: str
     untrusted: bool
     threat: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One row of a lean listing (Index.newest)."""
+
+    key: str
+    title: str
+    body: str
+    category: str | None
+    revision: str
+    allowed_revision: str | None  # the frontmatter's threat.allowed_revision
 
 
 def phrases(text: str) -> list[str]:
@@ -735,6 +747,18 @@ class Index:
                            stored_revision=r[6], meta=json.loads(r[8]), body=r[9], scope=r[10], category=r[11],
                            created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
                            threat=_loads(r[15])) for r in rows]
+
+    def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
+        """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
+        of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""
+        marks = ", ".join("?" for _ in scopes)
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT key, title, body, category, revision, json_extract(frontmatter, '$.threat.allowed_revision') "
+                f"FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN ({marks})) "
+                "ORDER BY coalesce(nullif(updated, ''), nullif(created, ''), '') DESC, key DESC",
+                (kind, *scopes)).fetchall()
+        return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None) for r in rows]
 
     def problems(self) -> list[Problem]:
         with self._reading() as conn:

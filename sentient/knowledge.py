@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from sentient.errors import NotFound
-from sentient.index import IndexedDoc
 from sentient.prompts import Prompts
 from sentient.vault.document import Document
 from sentient.vault.kinds import check_key
@@ -108,11 +107,12 @@ class KnowledgeBuilder:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
-        scopes = {None, "global", scope} if scope else {None, "global"}
-        docs = [doc for doc in index.documents("memory") if doc.scope in scopes and self.workspace.visible(doc)]
-        docs.sort(key=lambda doc: (doc.updated or doc.created or "", doc.key), reverse=True)
-        entries = tuple(_entry(doc) for doc in docs[: self.workspace.settings.chat.knowledge_entries])
-        built = MemoryIndex(entries, len(docs))
+        judged = self.workspace.judged
+        rows = [row for row in index.newest("memory", ["global", scope] if scope else ["global"])
+                if not judged(row.title, row.body, row.revision, row.allowed_revision)[2]]
+        entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision)
+                        for row in rows[: self.workspace.settings.chat.knowledge_entries])
+        built = MemoryIndex(entries, len(rows))
         with self._lock:
             self._cache = {k: v for k, v in self._cache.items() if k[0] == key[0]}
             self._cache[key] = built
@@ -180,10 +180,6 @@ class KnowledgeBuilder:
         text = self.prompts.render(TEMPLATE, pins=pins, memory=memory)
         signature = signature_of(self.prompts.revision(TEMPLATE), pins, memory)
         return Knowledge(text, signature, tuple(pins), memory, tuple(problems))
-
-
-def _entry(doc: IndexedDoc) -> IndexEntry:
-    return IndexEntry(doc.key, doc.title, doc.category, first_line(doc.body, doc.title), doc.revision)
 
 
 def signature_of(template_revision: str, pins: Sequence[Pin], memory: MemoryIndex | None) -> str:

@@ -34,12 +34,16 @@ class Workspace:
     def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
         """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
         patterns; a cache lookup when the revision was judged before."""
-        judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
         threat = item.meta.get("threat")
         allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
         if isinstance(item, Document):
             allowed = allowed_revision(item)
-        return judgment.flagged, judgment.patterns, judgment.withheld(allowed if isinstance(allowed, str) else None)
+        return self.judged(item.title, item.body, item.revision, allowed if isinstance(allowed, str) else None)
+
+    def judged(self, title: str, body: str, revision: str, allowed: str | None) -> tuple[bool, tuple[str, ...], bool]:
+        """judgment_of for an entry given by its parts (`allowed`: its threat.allowed_revision)."""
+        judgment = self.judge.judge(f"{title}\n{body}", revision)
+        return judgment.flagged, judgment.patterns, judgment.withheld(allowed)
 
     def visible(self, item: IndexedDoc | Document) -> bool:
         """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
