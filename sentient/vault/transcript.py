@@ -18,6 +18,7 @@ without touching earlier lines.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -100,8 +101,11 @@ def _sections(body: str) -> tuple[str, list[tuple[str, str, bool, str]]]:
     return "".join(preamble), [(role, time, pinned, "".join(lines)) for role, time, pinned, lines in sections]
 
 
+@functools.lru_cache(maxsize=1024)  # a session is parsed again on every turn; its old sections never change
 def _message(role: str, time: str, pinned: bool, raw: str) -> Message:
     content = raw.split("\n", 1)[1] if "\n" in raw else ""
+    if CALL_TAG not in content and RESULT_TAG not in content:  # no tool block: nothing for markdown to find
+        return Message(role, time, content.strip("\n"), (), (), pinned, raw)
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     tokens = _markdown(content)
