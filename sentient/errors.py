@@ -31,6 +31,12 @@ class AlreadyExists(SentientError):
     status = 409
 
 
+class StaleRevision(SentientError):
+    """The revision the caller looked at is no longer the file's; nothing was changed."""
+
+    status = 412
+
+
 class BadFile(SentientError):
     """A file in the vault that cannot be read as what its folder says it is."""
 

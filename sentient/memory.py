@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sentient.errors import NotFound, SentientError
+from sentient.errors import SentientError, StaleRevision
 from sentient.index import IndexedDoc
 from sentient.vault.document import Document, check_id, slugify
 from sentient.workspace import Workspace
@@ -167,7 +167,8 @@ def allow_entry(workspace: Workspace, key: str, revision: str | None = None) -> 
     `revision`, when given, must be the current one (what the person looked at)."""
     current = workspace.vault.get("memory", check_id(key, "memory id"))
     if revision is not None and revision != current.revision:
-        raise NotFound(f"memory '{key}' is no longer at revision {revision}; look at it again before allowing it")
+        raise StaleRevision(f"memory '{key}' is no longer at revision {revision} (it is at {current.revision}); "
+                            "look at it again before allowing it")
     flagged, patterns, _ = workspace.judgment_of(current)
     if not flagged:
         raise SentientError(f"memory '{key}' is not flagged; there is nothing to allow")

@@ -527,7 +527,7 @@ def test_allowing_a_clean_or_changed_entry_is_refused(client: TestClient) -> Non
     assert clean.status_code == 400 and "is not flagged" in error_of(clean)["message"]
     entry = client.post("/api/memory", json={"title": "Odd", "body": INJECTION}).json()
     stale = client.post(f"/api/memory/{entry['id']}/allow", json={"revision": "sha256:0"})
-    assert stale.status_code == 404 and "look at it again" in error_of(stale)["message"]
+    assert stale.status_code == 412 and "look at it again" in error_of(stale)["message"]
     assert client.get(f"/api/memory/{entry['id']}").json()["withheld"] is True
 
 

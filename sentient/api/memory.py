@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from sentient.api.deps import WorkspaceDep
-from sentient.errors import SentientError
+from sentient.errors import SentientError, StaleRevision
 from sentient.memory import (
     allow_entry,
     create_entry,
@@ -25,10 +25,6 @@ from sentient.memory import (
 from sentient.vault.document import check_id
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
-
-
-class PreconditionFailed(SentientError):
-    status = 412
 
 
 class NewEntry(BaseModel):
@@ -114,7 +110,7 @@ def edit_memory(
                            meta=meta)
     except SentientError as exc:
         if exc.status == 409 and expected is not None:
-            raise PreconditionFailed(exc.message) from exc
+            raise StaleRevision(exc.message) from exc
         raise
     return entry.as_dict(body=True)
 
@@ -131,7 +127,7 @@ def forget_memory(
         path = forget_entry(workspace, entry_id, expected_revision=expected)
     except SentientError as exc:
         if exc.status == 409 and expected is not None:
-            raise PreconditionFailed(exc.message) from exc
+            raise StaleRevision(exc.message) from exc
         raise
     return {"forgotten": entry_id, "path": path}
 
