@@ -1,7 +1,10 @@
 """Model calls: the only package that imports litellm.
 
 `client` is the model client every caller uses; `local` is the embedded llama.cpp model and
-the provider that lets small models call tools.
+the provider that lets small models call tools. Beside them: `lazy` imports litellm on first
+use; `errors` holds the LLMError family and reads litellm's exceptions; `call` is one call's
+endpoint, arguments and the error its failure becomes; `reply` and `stream` read what the
+model said, whole or streamed.
 """
 
 from sentient.llm.client import (

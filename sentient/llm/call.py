@@ -1,0 +1,102 @@
+"""One model call: its resolved endpoint and timeout, the keyword arguments litellm gets, and
+the LLMError a litellm exception becomes (naming the model and the fix)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sentient.config import ModelRole
+from sentient.llm.errors import SET_MODEL, ContextTooLong, LLMError, LLMUnavailable, _is_transient, _short, _unreachable
+from sentient.llm.lazy import _litellm
+
+if TYPE_CHECKING:
+    from sentient.llm.client import LLM
+
+DEFAULT_TIMEOUT = 300.0
+
+
+class _Call:
+    """One call's resolved endpoint, timeout and the way its errors read."""
+
+    def __init__(self, llm: LLM, role: str, timeout: float | None) -> None:
+        self.role = role
+        self.config: ModelRole = llm.settings.role(role)
+        self.model = self.config.model or llm.settings.model
+        self.endpoint = llm.endpoint(role)
+        self.timeout = timeout or self.config.timeout or DEFAULT_TIMEOUT
+
+    def kwargs(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        params: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {**(params or {})}
+        kwargs.update(model=self.endpoint.model, messages=messages, timeout=self.timeout, max_retries=0)
+        if self.endpoint.api_base:
+            kwargs["api_base"] = self.endpoint.api_base
+        if self.endpoint.api_key:
+            kwargs["api_key"] = self.endpoint.api_key
+        if tools:
+            kwargs["tools"] = tools
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
+        return kwargs
+
+    def error(self, exc: Exception) -> LLMError:
+        """The LLMError for a litellm exception, naming the model and the fix."""
+        litellm = _litellm()
+        model, provider = self.model, self._provider()
+        where = self.endpoint.api_base or provider or "its provider"
+        detail = _short(exc)
+        if isinstance(exc, litellm.Timeout):
+            return LLMUnavailable(
+                f"{model} did not answer within {self.timeout:g} s: check that {where} is running and not "
+                f"overloaded, raise models.{self.role}.timeout, or {SET_MODEL} to a faster model"
+            )
+        if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
+            key = self.config.api_key_env or f"{(provider or 'openai').upper()}_API_KEY"
+            return LLMUnavailable(
+                f"the provider refused the key for {model} ({detail}): set {key}, "
+                f"or name your key's variable in models.{self.role}.api_key_env in sentient.yaml"
+            )
+        if isinstance(exc, litellm.NotFoundError):
+            return LLMUnavailable(f"model {model} is not known to {where}: {self._pull_fix()}")
+        if provider is None:
+            return LLMUnavailable(
+                f"model {model} names no provider litellm knows: write it as provider/name, e.g. "
+                f"ollama_chat/qwen3:8b or openai/gpt-4o-mini, and {SET_MODEL}"
+            )
+        if isinstance(exc, litellm.ContextWindowExceededError):
+            return ContextTooLong(f"the conversation is too long for {model}: compact it or start a new session")
+        if _unreachable(exc):
+            return LLMUnavailable(f"no model answers at {model} ({where}): {self._start_fix()}")
+        if isinstance(exc, litellm.RateLimitError):
+            return LLMUnavailable(f"{where} is rate-limiting {model} ({detail}): wait a minute, or {SET_MODEL}")
+        if _is_transient(exc):
+            return LLMUnavailable(f"{where} failed while answering for {model} ({detail}): try again, or {SET_MODEL}")
+        return LLMError(f"{model} refused the request ({detail}); if this persists, {SET_MODEL}")
+
+    def _provider(self) -> str | None:
+        try:
+            provider = _litellm().get_llm_provider(self.endpoint.model)[1]
+        except Exception:  # litellm raises when the string names no provider it knows
+            return None
+        return str(provider) if provider else None
+
+    def _pull_fix(self) -> str:
+        provider = self._provider() or ""
+        if provider.startswith("ollama"):
+            name = self.endpoint.model.split("/", 1)[-1]
+            return f"pull it (`ollama pull {name}`) or {SET_MODEL}"
+        return f"check the model name, or {SET_MODEL}"
+
+    def _start_fix(self) -> str:
+        provider = self._provider() or ""
+        if provider.startswith("ollama"):
+            return f"start Ollama (`ollama serve`), or {SET_MODEL}"
+        if self.endpoint.api_base:
+            return f"start the server at {self.endpoint.api_base}, or {SET_MODEL} (and api_base:)"
+        return f"check the network connection, or {SET_MODEL}"
