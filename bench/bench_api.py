@@ -26,6 +26,7 @@ import platform
 import pstats
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -397,7 +398,7 @@ WHY = """Why the target is missed, read from the tables above and the profiles (
 def report(args: argparse.Namespace, loads: list[Load], floor: dict[str, list[float]], watch: list[float],
            profiles: list[Profile]) -> str:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    command = f"python bench/bench_api.py --entries {args.entries} --turns {args.turns}"
+    command = f"python bench/bench_api.py --entries {args.entries} --turns {args.turns} --rounds {args.rounds}"
     lines = [
         HEADING, "",
         f"`{command}` on {when}; {machine()}. Server: `create_app` under uvicorn in its own process with the "
@@ -405,17 +406,27 @@ def report(args: argparse.Namespace, loads: list[Load], floor: dict[str, list[fl
         f"{CONVERSATION} messages (the first opens a session). {args.entries:,}-entry vault. Load average "
         f"(1 min) {args.load_before:.1f} before, {os.getloadavg()[0]:.1f} after: the machine is shared with "
         "other work, so figures move between runs.", "",
-        "| endpoint | clients | requests | req/s | p50 | p95 | max |",
-        "|---|---|---|---|---|---|---|",
+        f"Each load ran {args.rounds} times, alternating; the table gives the median over the rounds of each "
+        "figure, and the p95 of every round.", "",
+        "| endpoint | clients | requests a round | req/s | p50 | p95 | p95 of each round | max |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    groups: dict[tuple[str, int], list[Load]] = {}
     for result in loads:
-        lines.append(f"| `POST {result.endpoint}` | {result.clients} | {len(result.latencies)} | {result.rps:.1f} | "
-                     f"{ms(result.percentile(0.5))} | {ms(result.percentile(0.95))} | {ms(max(result.latencies))} |")
-    sequential = [r for r in loads if r.clients == 1]
-    worst = max(r.percentile(0.95) for r in sequential)
+        groups.setdefault((result.endpoint, result.clients), []).append(result)
+    medians: dict[tuple[str, int], float] = {}
+    for (endpoint, clients), rounds in groups.items():
+        medians[endpoint, clients] = statistics.median(r.percentile(0.95) for r in rounds)
+        lines.append(
+            f"| `POST {endpoint}` | {clients} | {len(rounds[0].latencies)} | "
+            f"{statistics.median(r.rps for r in rounds):.1f} | "
+            f"{ms(statistics.median(r.percentile(0.5) for r in rounds))} | "
+            f"{ms(medians[endpoint, clients])} | {', '.join(ms(r.percentile(0.95)) for r in rounds)} | "
+            f"{ms(max(max(r.latencies) for r in rounds))} |")
+    worst = max(p95 for (_, clients), p95 in medians.items() if clients == 1)
     verdict = "met" if worst < TARGET_P95 else "missed"
     lines += ["", f"Target (issue 6): server overhead per turn p95 under 20 ms with a {args.entries:,}-entry vault: "
-              f"**{verdict}** (sequential p95 up to {ms(worst)})."]
+              f"**{verdict}** (one client, median p95 over the rounds: up to {ms(worst)})."]
     lines += ["", f"Floors on this machine: `GET /api/health` (HTTP, token, FastAPI, one SQL query) p50 "
               f"{ms(quantile(floor['health'], 0.5))}, p95 {ms(quantile(floor['health'], 0.95))}; one `fsync` of a "
               f"small file in the vault's folder p50 {ms(quantile(floor['fsync'], 0.5))}, p95 "
@@ -451,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", type=int, default=10_000, help="memory entries in the generated vault")
     parser.add_argument("--turns", type=int, default=100, help="timed requests per endpoint and client count")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients for the second run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every load; the table gives their medians")
     parser.add_argument("--watch-edits", type=int, default=40, help="files written for the watcher latency")
     parser.add_argument("--profile-turns", type=int, default=50, help="turns per profiled column")
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
@@ -464,12 +476,13 @@ def main(argv: list[str] | None = None) -> int:
         with server_process(vault) as (url, token):
             for endpoint in ("/api/chat", "/v1/chat/completions"):
                 load(url, token, endpoint, 1, 2 * CONVERSATION, "warm")  # first turns import litellm
-            for clients in (1, args.clients):
-                for endpoint in ("/api/chat", "/v1/chat/completions"):
-                    result = load(url, token, endpoint, clients, args.turns, f"run{clients}")
-                    loads.append(result)
-                    print(f"{endpoint} x{clients}: {result.rps:.1f} req/s, p50 {ms(result.percentile(0.5))}, "
-                          f"p95 {ms(result.percentile(0.95))}", flush=True)
+            for round_ in range(args.rounds):  # rounds alternate, so a burst of load elsewhere hits all alike
+                for clients in (1, args.clients):
+                    for endpoint in ("/api/chat", "/v1/chat/completions"):
+                        result = load(url, token, endpoint, clients, args.turns, f"r{round_}c{clients}")
+                        loads.append(result)
+                        print(f"round {round_ + 1}: {endpoint} x{clients}: {result.rps:.1f} req/s, p50 "
+                              f"{ms(result.percentile(0.5))}, p95 {ms(result.percentile(0.95))}", flush=True)
             floor = floors(url, token, vault / "sessions")
             watch = watcher_latency(url, token, vault, args.watch_edits)
         profile_vault = Path(scratch) / "profiled"
