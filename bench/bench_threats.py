@@ -33,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sentient.threats import CLASSES, PatternSet, ThreatJudge, scan  # noqa: E402
+from sentient.threats import CLASSES, PatternSet, ThreatJudge, scan, scan_many  # noqa: E402
 from sentient.vault.document import Document  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "threats"
@@ -45,46 +45,48 @@ FORMS = ("direct", "indirect", "disguised")
 NOTES = [
     "Notes:",
     "",
-    "- **Before and after, same machine, same minutes** (a one-off script, not kept: the single-module "
-    "scanner of pattern set 1 against this package with set 2, run alternately, 20 MB per row, median of 3): "
-    "entry-sized 5.7 -> 5.8 MB/s, file-sized 2.6 -> 2.9 MB/s, one long text 1.7 -> 2.4 MB/s. The table above "
-    "is one later run; figures on this shared 2-CPU machine move by up to ±40% with the other sessions' load.",
-    "- **The 20 MB/s target is not reached, and pure Python will not reach it on this corpus.** Two costs set"
-    " the figures. Per document, CPython needs some twenty C calls and a few objects to normalise a text, "
-    "split its words and check 39 patterns' keyword groups: about 5 µs on an idle core, 10-13 µs here, which "
-    "caps 96-byte notes near 20 MB/s on an idle core and 7-10 MB/s here even when nothing matches. And the "
-    "benign corpus is dense with trigger words on purpose (passwords, API keys, system, assistant, "
-    "instructions): in a 4 KB document about 25 of the 39 patterns have every keyword group present and some "
-    "170 places where an expression can start, each tried by the regular expression engine from Python. A C "
-    "Aho-Corasick pass alone (pyahocorasick) over the set's 666 needles and keywords finds 1.7 million places"
-    " in the 20 MB text and takes 0.9 s just to hand them back to Python. 20 MB/s needs the expressions "
-    "compiled into one engine (Hyperscan/vectorscan bindings, or a Rust extension): a new dependency, which "
-    "is the project's call.",
-    "- **What was done for speed, all exact:** normalisation touches only non-ASCII runs (ASCII is "
-    "NFKC-stable and composes with nothing before it), letter-spaced words are looked for by a bytes check "
-    "before any expression runs, the internal expressions start with a literal or a class so the engine skips"
-    " ahead; keyword groups are bits, checked for the whole set with one set intersection; long views are cut"
-    " into 512-character blocks with their own word sets, and an expression is tried only where one of its "
-    "needles starts a word, only in blocks holding the needle's lead word; case-sensitive expressions get "
-    "needles too; expressions anchored with ^ are searched from line breaks, raw-view ones only at invisible "
-    "characters. A long text is scanned whole, no longer in overlapping pieces, so a match is found wherever "
-    "it is.",
+    "- **What changed (Hyperscan as the prefilter).** Each pattern regex is rewritten as a superset "
+    "(sentient/threats/supersets.py: it matches wherever Python's engine would, word boundaries, lookarounds "
+    "and Unicode details dropped or widened) and the rewrites of a view are compiled into one Hyperscan "
+    "database (prefilter.py), run over the reversed text so that every match it reports marks where a "
+    "Python match may start. Python's engine then tries only those regexes, only there. Findings are the "
+    "same as before (tests/test_threats_hyperscan.py checks both ways against the plain scan on the corpus, "
+    "long texts and 300 made-up texts, and that every Python match starts where Hyperscan says one may). "
+    "Texts of up to 512 characters still take the keyword pre-checks, which are cheaper there. `scan_many` "
+    "(used by `ThreatJudge.judge_many`) joins short texts with NUL separators, which no rewrite matches, and "
+    "makes their views and runs Hyperscan once per batch.",
+    "- **Before and after are the two columns of the table**, timed in turn in the same minutes (pure Python "
+    "is the scanner as it was; both columns are one run, medians of 3). An earlier run of the same command "
+    "gave, pure Python -> Hyperscan: entry-sized 3.7 -> 4.3 MB/s per note and 4.1 -> 7.1 MB/s in batches, "
+    "file-sized 2.4 -> 6.7 MB/s, one long text 2.4 -> 4.6 MB/s. This shared 2-CPU machine moves figures by "
+    "up to ±40%.",
+    "- **The 20 MB/s target is still missed on every row** (from 4 to 9 MB/s against 2-4 MB/s in pure "
+    "Python; in batches the file-sized row was slower than per file in this run, though a batch scans each "
+    "text over 512 characters on its own, so that gap is the machine's noise or a cost not yet found). "
+    " Hyperscan itself is not the limit: its databases scan this benign text at roughly 40-80 MB/s "
+    "per view. What is left is Python's own work per byte and per text: normalising a text into its views "
+    "(HTML entities, invisible characters, NFKC and look-alikes on every non-ASCII run, letter-spaced words, "
+    "tags, emphasis; about 1.4 s for the 20 MB text before any matching), lower-casing and collapsing "
+    "whitespace for the flat view (about 0.7 s more), encoding, and for 96-byte notes the dozen calls a "
+    "text costs even in a batch (the 8% of notes with non-ASCII or markup get their views made one by one). "
+    "Reaching 20 MB/s needs the normalisation out of Python too (a Rust or C extension doing views and scan "
+    "in one pass), or normalising a whole batch in one call, which must first be shown to give each text's "
+    "own views.",
+    "- **Costs.** Compiling the shipped set's databases takes one to two seconds, once per process (cached "
+    "for equal sets), on the first scan of a text over 512 characters or batch. Without the hyperscan "
+    "package everything runs in pure Python, with the same findings, at the right-hand column's speed.",
     "- **In practice** each entry is judged once per content revision, and a cached re-judgment costs about a"
     " microsecond (table above), far inside the 20 µs budget.",
     "- **Exactness is tested, not assumed:** tests/test_threats.py builds every view the plain way (every "
     "step on the whole text) and runs every expression as written, and checks that the scanner finds the same"
     " patterns with the same excerpts on every corpus text, on long texts of many blocks with attacks put in "
     "at random places, and on 300 made-up texts each run; and it makes texts from each pattern's own "
-    "expressions to check that every keyword group is met by what the expression matches. That check found 30"
-    " expressions of set 1 whose keywords could miss a match (for instance 'youre now ...', 'from here on', "
-    "'systemprompt', 'memory_' taken as a word); all fixed in set 2, as was '«ignore all previous "
-    "instructions»', which set 1 missed because bytes of non-ASCII characters counted as word characters.",
-    "- **Corpus against held out.** The first held-out set (40% of hostile texts flagged when written) was "
-    "moved into the corpus and the patterns of set 2 were written from its misses. A new held-out set of 20 "
-    "hostile and 20 benign texts was written before any pattern of set 2 was changed and was not tuned on: "
-    "its rate is the estimate for attacks nobody wrote a pattern for. Its author had read the patterns of set"
-    " 1, so it is not blind. The two benign corpus notes flagged quote an attack phrase word for word; both "
-    "are kept on purpose. Still missed in the corpus: leetspeak (2) and a bare base64 payload.",
+    "expressions to check that every keyword group is met by what the expression matches.",
+    "- **Corpus against held out.** The held-out set of 20 hostile and 20 benign texts was written before any"
+    " pattern of set 2 was changed and was not tuned on: its rate is the estimate for attacks nobody wrote a "
+    "pattern for. Its author had read the patterns of set 1, so it is not blind. The two benign corpus notes "
+    "flagged quote an attack phrase word for word; both are kept on purpose. Still missed in the corpus: "
+    "leetspeak (2) and a bare base64 payload.",
     "",
 ]
 
@@ -168,20 +170,39 @@ def documents(target: int, size: int, seed: int = 7) -> list[str]:
     return docs
 
 
+BATCH = 5000  # texts per scan_many call: what an index's cold sync would judge at once (its write batch)
+
+
 def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]:
+    """Each row with Hyperscan (when installed) and in pure Python, timed in turn in the same
+    minutes, so that the machine's load falls on both alike."""
     target = int(megabytes * 1_000_000)
-    lines = ["| text scanned | documents | mean size | time (median) | per document | throughput |", "|" + "---|" * 6]
-    for label, size in (("entry-sized (one note each)", 0), ("file-sized (notes joined to ~4 KB)", 4000)):
-        docs = documents(target, size)
+    pure = PatternSet.load(use_hyperscan=False)
+    if patterns.prefilter is not None:
+        ways = [("Hyperscan", patterns), ("pure Python", pure)]
+    else:
+        ways = [("pure Python (hyperscan not installed)", pure)]
+    header = "| text scanned | documents | mean size | " + " | ".join(f"{way}: time, throughput" for way, _ in ways)
+    lines = [header + " |", "|" + "---|" * (3 + len(ways))]
+    entries, files = documents(target, 0), documents(target, 4000)
+    long_text = "\n\n".join(entries)
+    rows: list[tuple[str, list[str], Callable[[PatternSet], object]]] = [
+        ("entry-sized, `scan()` per note", entries, lambda p: [scan(doc, p) for doc in entries]),
+        (f"entry-sized, `scan_many()` in batches of {BATCH:,} (`ThreatJudge.judge_many`)", entries,
+         lambda p: [scan_many(entries[n : n + BATCH], p) for n in range(0, len(entries), BATCH)]),
+        ("file-sized (notes joined to ~4 KB), `scan()` per file", files, lambda p: [scan(doc, p) for doc in files]),
+        (f"file-sized, `scan_many()` in batches of {BATCH:,}", files,
+         lambda p: [scan_many(files[n : n + BATCH], p) for n in range(0, len(files), BATCH)]),
+        ("one long text, `scan()`", [long_text], lambda p: scan(long_text, p)),
+    ]  # fmt: skip
+    for label, docs, run in rows:
         total = sum(len(doc.encode()) for doc in docs)
-        elapsed = median_time(lambda docs=docs: [scan(doc, patterns) for doc in docs], repeat)
-        lines.append(f"| {label} | {len(docs):,} | {total / len(docs):,.0f} B | {elapsed:.2f} s "
-                     f"| {elapsed / len(docs) * 1e6:.0f} µs | {total / elapsed / 1e6:.1f} MB/s |")  # fmt: skip
-    text = "\n\n".join(documents(target, 0))
-    total = len(text.encode())
-    elapsed = median_time(lambda: scan(text, patterns), repeat)
-    rate = total / elapsed / 1e6
-    lines.append(f"| one long text | 1 | {total / 1e6:.1f} MB | {elapsed:.2f} s | - | {rate:.1f} MB/s |")
+        cells = []
+        for _, way in ways:
+            elapsed = median_time(lambda way=way, run=run: run(way), repeat)  # type: ignore[misc]
+            cells.append(f"{elapsed:.2f} s, **{total / elapsed / 1e6:.1f} MB/s**")
+        size = f"{total / 1e6:.1f} MB" if len(docs) == 1 else f"{total / len(docs):,.0f} B"
+        lines.append(f"| {label} | {len(docs):,} | {size} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -271,6 +292,10 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help=f"write the results into {RESULTS.name}")
     args = parser.parse_args()
     patterns = PatternSet.load()
+    compiled = time.perf_counter()
+    engine = "pure Python (the hyperscan package is not installed)"
+    if patterns.prefilter is not None:
+        engine = f"Hyperscan as the prefilter (its databases compiled in {time.perf_counter() - compiled:.1f} s)"
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python bench/bench_threats.py" + (f" --mb {args.mb:g}" if args.mb != 20 else "")
     command += f" --repeat {args.repeat}" if args.repeat != 3 else ""
@@ -279,7 +304,7 @@ def main() -> None:
         "",
         f"`{command}` on {when}; {machine()}; load average {load_average()} when it started. "
         f"Pattern set version {patterns.version} "
-        f"({len(patterns.patterns)} patterns, fingerprint `{patterns.fingerprint}`).",
+        f"({len(patterns.patterns)} patterns, fingerprint `{patterns.fingerprint}`); {engine}.",
         "",
         "### Detection on the corpus (tests/fixtures/threats)",
         "",

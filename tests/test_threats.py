@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import importlib
 import random
@@ -35,9 +36,15 @@ from sentient.vault import Vault
 CORPUS = Path(__file__).parent / "fixtures" / "threats"
 
 
+@functools.cache
+def shipped() -> PatternSet:
+    """The shipped set, loaded once (hypothesis runs a test hundreds of times; loading costs ~80 ms)."""
+    return PatternSet.load()
+
+
 @pytest.fixture(scope="module")
 def patterns() -> PatternSet:
-    return PatternSet.load()
+    return shipped()
 
 
 def load(name: str) -> list[dict[str, Any]]:
@@ -390,7 +397,7 @@ def test_views_of_made_up_texts_are_what_the_plain_steps_make(text: str) -> None
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mixed_texts())
 def test_the_scan_of_made_up_texts_finds_exactly_what_the_plain_expressions_find(text: str) -> None:
-    patterns = PatternSet.load()
+    patterns = shipped()
     assert findings(text, patterns) == plain_scan(text, patterns)
 
 

@@ -113,6 +113,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         workspace = open_workspace(settings)
+        _ = workspace.judge.patterns.prefilter  # the scan's databases compiled (or loaded) now, not in a chat turn
         workspace.index.sync()
         agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings))
         watcher = Watcher(workspace) if watch else None

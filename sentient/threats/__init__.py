@@ -8,13 +8,17 @@ and again when it is read. This package is the judging, and nothing else:
 - expressions.py  each pattern's regexes read once for a faster way to run them exactly
 - patterns.py     `PatternSet.load()`: the versioned set in sentient/data/patterns.yaml plus a
                   vault's own patterns, checked and compiled; the keyword pre-check
+- supersets.py    each regex rewritten for Hyperscan to match at least where it matches
+- prefilter.py    Hyperscan's databases: where matches of which expressions may start
 - scan.py         `scan(text, patterns)`: the findings. Pure: no I/O, no state
+- batch.py        `scan_many(texts, patterns)`: the same for many short texts at once
 - judge.py        `ThreatJudge`: judgments cached by (content revision, pattern-set
                   fingerprint), so judging an unchanged entry on every read is a lookup
 
 Patterns catch the blunt cases only; docs/security.md says what they miss.
 """
 
+from sentient.threats.batch import scan_many
 from sentient.threats.judge import (
     CACHE_ENTRIES,
     Judgment,
@@ -49,5 +53,6 @@ __all__ = [
     "judged_text",
     "normalise",
     "scan",
+    "scan_many",
     "text_revision",
 ]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sentient.threats.batch import scan_many
 from sentient.threats.patterns import PatternSet
 from sentient.threats.scan import Finding, scan
 from sentient.vault.document import Document
@@ -76,9 +77,12 @@ class Judgment:
 
 def judge_text(text: str, patterns: PatternSet, revision: str | None = None) -> Judgment:
     """Judge a text now, without a cache."""
-    findings = tuple(scan(text, patterns))
+    return _judgment(tuple(scan(text, patterns)), patterns, revision if revision is not None else text_revision(text))
+
+
+def _judgment(findings: tuple[Finding, ...], patterns: PatternSet, revision: str) -> Judgment:
     return Judgment(
-        revision=revision if revision is not None else text_revision(text),
+        revision=revision,
         flagged=bool(findings),
         patterns=tuple(finding.pattern_id for finding in findings),
         pattern_set=patterns.version,
@@ -126,6 +130,27 @@ class ThreatJudge:
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         return judgment
+
+    def judge_many(self, subjects: Sequence[Document | str]) -> list[Judgment]:
+        """The judgments of many documents (or texts), as `judge` gives them one by one, but
+        with the ones not cached scanned together (`scan_many`): much faster for many short
+        entries, as when an index is built. They are cached, so reading them afterwards with
+        `judge` is a lookup."""
+        patterns = self.patterns
+        keys = [(subject.revision if isinstance(subject, Document) else text_revision(subject), patterns.fingerprint)
+                for subject in subjects]  # fmt: skip
+        with self._lock:
+            found = [self._cache.get(key) for key in keys]
+        missing = list({keys[n]: n for n, judgment in reversed(list(enumerate(found))) if judgment is None}.values())
+        texts = [judged_text(s) if isinstance(s, Document) else s for s in (subjects[n] for n in missing)]
+        judged = {keys[n]: _judgment(tuple(findings), patterns, keys[n][0])
+                  for n, findings in zip(missing, scan_many(texts, patterns), strict=True)}  # fmt: skip
+        with self._lock:
+            self._cache.update(judged)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
+        return [judgment for judgment in found if judgment is not None]
 
     def is_withheld(self, document: Document) -> bool:
         return is_withheld(document, self.judge(document))

@@ -19,9 +19,14 @@ import yaml
 from sentient.errors import ConfigError
 from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, is_word_keyword
 from sentient.threats.gates import Gates
+from sentient.threats.prefilter import Prefilter
+from sentient.threats.prefilter import load as load_prefilter
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
 
 PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
+# Up to this many characters a text is scanned in pure Python even with Hyperscan: its few
+# calls cost more than the keyword pre-checks (measured with bench/bench_threats.py).
+SHORT_TEXT = 512
 
 CLASSES = (
     "override",
@@ -83,13 +88,15 @@ class PatternSet:
 
     `version` is the base file's version: it is what a flagged file records in
     `threat.pattern_set`. `fingerprint` changes whenever any pattern (base or the vault's own)
-    or the normalisation changes; caches are keyed on it.
+    or the normalisation changes; caches are keyed on it. `use_hyperscan`: scan with Hyperscan
+    as the prefilter when the package is installed (the findings are the same either way).
     """
 
     version: int
     patterns: tuple[Pattern, ...]
     fingerprint: str
     extra_count: int = 0
+    use_hyperscan: bool = True
 
     @property
     def label(self) -> str:
@@ -107,14 +114,21 @@ class PatternSet:
         return Gates(self.patterns)
 
     @cached_property
+    def prefilter(self) -> Prefilter | None:
+        """Hyperscan's databases for the set (compiled on first use), or None for pure Python."""
+        return load_prefilter(self.patterns) if self.use_hyperscan else None
+
+    @cached_property
     def vocabulary(self) -> frozenset[bytes]:
         """Every word the set looks up in a text: its word keywords and its needles' lead words."""
         words = {k.encode() for p in self.patterns for group in p.keywords for k in group if is_word_keyword(k)}
         return frozenset(words | {lead for pattern in self.patterns for lead in pattern.leads})
 
     def normalise(self, text: str) -> Normalised:
-        """The text's views, keeping of its words only those the set looks up."""
-        return Normalised(text, self.vocabulary)
+        """The text's views, keeping of its words only those the set looks up. Its word sets are
+        made ahead (`indexed`) for a scan without Hyperscan: in pure Python, or of a text so
+        short that the keyword pre-checks cost less than Hyperscan's calls."""
+        return Normalised(text, self.vocabulary, indexed=len(text) <= SHORT_TEXT or self.prefilter is None)
 
     def candidates(self, text: Normalised) -> list[int]:
         """Numbers of the patterns worth running on this text, in set order: those whose every
@@ -129,12 +143,14 @@ class PatternSet:
         extra_file: Path | None = None,
         *,
         base: Path = PATTERNS_FILE,
+        use_hyperscan: bool = True,
     ) -> PatternSet:
         """The shipped set plus a vault's own patterns.
 
         `extra` is sentient.yaml's `threats: patterns:` list; `extra_file` a YAML file with a
         list of patterns (or `patterns:` holding one). Raises ConfigError naming the pattern
-        and the field that is wrong.
+        and the field that is wrong. `use_hyperscan=False` scans in pure Python even when
+        Hyperscan is installed.
         """
         data = _read_yaml(base)
         if not isinstance(data, dict) or not isinstance(data.get("patterns"), list):
@@ -177,7 +193,7 @@ class PatternSet:
             sort_keys=True,
         )
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-        return cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count)
+        return cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count, use_hyperscan)
 
 
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there

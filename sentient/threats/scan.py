@@ -1,13 +1,16 @@
 """Scanning: which patterns of a set match a text, and the text each one matched.
 
 `scan(text, patterns)` is pure (no I/O, no state) and finds exactly what running every
-pattern's expressions on its view would find; the keyword pre-checks and the faster forms of
-the expressions (expressions.py) only decide where not to look.
+pattern's expressions on its view would find. Everything else only decides where not to look:
+with Hyperscan (prefilter.py), Python's engine runs just the expressions Hyperscan says may
+match, and in a long text just where it says their matches may start; without it, the keyword
+pre-checks (gates.py) and the faster forms of the expressions (expressions.py) decide.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sentient.threats.expressions import Searcher
@@ -15,6 +18,10 @@ from sentient.threats.patterns import Pattern, PatternSet
 from sentient.threats.views import UNHIDE, Normalised, is_word_char
 
 EXCERPT_CHARS = 80
+
+# Per pattern to run: None for all its expressions, else its expressions that may match, each
+# with where its matches may start (None: anywhere).
+Plan = dict[int, dict[int, list[int] | None] | None]
 
 
 @dataclass(frozen=True)
@@ -28,10 +35,40 @@ class Finding:
 def scan(text: str, patterns: PatternSet) -> list[Finding]:
     """Every pattern of the set that matches the text (one finding each, in set order)."""
     views = patterns.normalise(text)
+    return findings(views, patterns, plan(views, patterns))
+
+
+def plan(views: Normalised, patterns: PatternSet) -> Plan:
+    """Which patterns to run on the text, and which of their expressions where."""
+    prefilter = patterns.prefilter
+    if prefilter is None or views.indexed:  # a short text: the keyword pre-checks are quicker
+        return dict.fromkeys(patterns.candidates(views))
+    found: dict[int, dict[int, list[int] | None]] = {}
+    for (number, index), starts in prefilter.starts(views).items():
+        found.setdefault(number, {})[index] = starts
+    return python_only(views, patterns, dict(found))
+
+
+def python_only(views: Normalised, patterns: PatternSet, found: Plan) -> Plan:
+    """`found` plus the patterns Hyperscan does not run: raw-view ones on a text with invisible
+    characters (only there, as in the pure-Python scan), others when their keywords are there."""
+    prefilter = patterns.prefilter
+    if prefilter is None or not prefilter.python_only:
+        return found
+    if prefilter.python_only_raw:
+        if views.hidden:
+            found.update(dict.fromkeys(prefilter.python_only))
+        return found
+    found.update((number, None) for number in patterns.candidates(views) if number in prefilter.python_only)
+    return found
+
+
+def findings(views: Normalised, patterns: PatternSet, to_run: Plan) -> list[Finding]:
+    """The findings of the patterns in `to_run`, in set order."""
     found: list[Finding] = []
-    for number in patterns.candidates(views):
+    for number in sorted(to_run):
         pattern = patterns.patterns[number]
-        span = first_match(pattern, views)
+        span = first_match(pattern, views, to_run[number])
         if span is not None:
             shown = views.view(pattern.view)
             subject = views.subject(pattern.view, pattern.case_sensitive)
@@ -41,11 +78,18 @@ def scan(text: str, patterns: PatternSet) -> list[Finding]:
     return found
 
 
-def first_match(pattern: Pattern, text: Normalised) -> tuple[int, int] | None:
+def first_match(
+    pattern: Pattern, text: Normalised, expressions: Mapping[int, Sequence[int] | None] | None = None
+) -> tuple[int, int] | None:
     """Where the pattern first matches its view of the text: the leftmost match of its first
     expression that matches at all, as (start, end) in the view as lower-cased (or as written,
-    for a case-sensitive pattern)."""
+    for a case-sensitive pattern).
+
+    `expressions`, when given, names the only expressions that can match, each with every place
+    a match of it may start (or None: anywhere)."""
     subject = text.subject(pattern.view, pattern.case_sensitive)
+    if expressions is not None and all(starts is not None for starts in expressions.values()):
+        return _at_starts(pattern, subject, expressions)
     # Needles are looked for by the lower-cased view's blocks: as written, it must be as long.
     by_needles = pattern.leads and (not pattern.case_sensitive or len(subject) == len(text.lowered(pattern.view)))
     starts: dict[int, list[int]] = {}
@@ -54,6 +98,14 @@ def first_match(pattern: Pattern, text: Normalised) -> tuple[int, int] | None:
         if present:
             starts = text.needle_starts(pattern.view, pattern.needle_plan, present, pattern.case_sensitive)
     for number, searcher in enumerate(pattern.searchers):
+        if expressions is not None and number not in expressions:
+            continue
+        starts_at = expressions.get(number) if expressions is not None else None
+        if starts_at is not None:
+            span = _at_starts(pattern, subject, {number: starts_at})
+            if span is not None:
+                return span
+            continue
         if searcher.needles and by_needles:
             found = starts.get(number)
             if not found:
@@ -68,6 +120,19 @@ def first_match(pattern: Pattern, text: Normalised) -> tuple[int, int] | None:
         span = _leftmost(pattern, searcher, subject, text)
         if span is not None:
             return span
+    return None
+
+
+def _at_starts(
+    pattern: Pattern, subject: str, expressions: Mapping[int, Sequence[int] | None]
+) -> tuple[int, int] | None:
+    """The first expression's leftmost match, trying each only at the given starts (ascending)."""
+    for number in sorted(expressions):
+        regex = pattern.regexes[number]
+        for start in expressions[number] or ():
+            match = regex.match(subject, start)
+            if match is not None and not (pattern.not_after and pattern.excluded_at(subject, start)):
+                return match.span()
     return None
 
 

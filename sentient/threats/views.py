@@ -14,10 +14,11 @@ words are joined only on lines that hold three single letters in a row.
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 VIEWS = ("flat", "lines", "raw")
 # Bumped when normalisation changes what a pattern can match; part of every fingerprint.
@@ -153,12 +154,13 @@ class Normalised:
     only in the blocks that hold it. Everything but lines and plain is made on first use.
     """
 
-    __slots__ = ("text", "raw", "lines", "plain", "hidden_at", "vocabulary", "_lowered", "_words",
+    __slots__ = ("text", "raw", "lines", "plain", "hidden_at", "vocabulary", "indexed", "_lowered", "_words",
                  "_blocks", "_flat", "_found", "_holding_by_view")  # fmt: skip
 
-    def __init__(self, text: str, vocabulary: frozenset[bytes] | None = None) -> None:
+    def __init__(self, text: str, vocabulary: frozenset[bytes] | None = None, *, indexed: bool = True) -> None:
         self.text = text
         self.vocabulary = vocabulary
+        self.indexed = indexed  # words and blocks made ahead for the keyword pre-checks; not for Hyperscan
         self.raw = raw = html.unescape(text) if "&" in text else text
         encoded: bytes | None = None
         self.hidden_at: tuple[int, ...] = ()
@@ -182,7 +184,7 @@ class Normalised:
         if lines is raw:
             self._lowered["raw"] = low
         self._words: dict[str, Words] = {}
-        if plain is lines and len(low) <= BLOCKS_FROM:  # the words every scan looks up first
+        if indexed and plain is lines and len(low) <= BLOCKS_FROM:  # the words every scan looks up first
             found = (encoded or low.encode("utf-8", "surrogatepass")).translate(_WORD_BYTES).split()
             self._words["plain"] = set(found) if vocabulary is None else vocabulary.intersection(found)
         self._blocks: dict[str, tuple[Block, ...]] | None = None
@@ -215,7 +217,7 @@ class Normalised:
         text = self._lowered.get(name)
         if text is None:
             if name == "flat":
-                if len(self.blocks("plain")) > 1:
+                if self.indexed and len(self.blocks("plain")) > 1:
                     self.blocks("flat")  # makes lowered flat with its blocks
                     return self._lowered["flat"]
                 text = " ".join(self.lowered("plain").split())
@@ -447,3 +449,23 @@ def _cut(lowered: str, vocabulary: frozenset[bytes] | None) -> tuple[Block, ...]
 
 def _known(found: list[bytes], vocabulary: frozenset[bytes] | None) -> Words:
     return set(found) if vocabulary is None else vocabulary.intersection(found)
+
+
+def unchanged(texts: Sequence[str], joined: str, starts: Sequence[int]) -> list[bool]:
+    """Which texts are their own raw, lines and plain views: ASCII, with no entity, tag, comment
+    marker, emphasis mark or letter-spaced word (so their flat view is their words joined by
+    single spaces). `joined`: the texts joined, text k from `starts[k]`, apart by a character
+    that is no letter, space, dot, dash or asterisk (for the one look for spaced letters)."""
+    plain = [
+        text.isascii() and not ("&" in text or "<" in text or "*" in text or "~" in text or "__" in text
+                                or "-->" in text)
+        for text in texts
+    ]  # fmt: skip
+    mapped = joined.encode("utf-8", "surrogatepass").translate(_LETTER_BYTES, _CONTINUATION_BYTES)
+    hit = _SPACED_MIDDLE.search(mapped)  # as in _may_be_spaced; one byte per character
+    while hit is not None:
+        at = hit.start()
+        if at and mapped[at - 1] == 97 and (at < 2 or mapped[at - 2] != 97):
+            plain[bisect.bisect_right(starts, at) - 1] = False
+        hit = _SPACED_MIDDLE.search(mapped, at + 1)
+    return plain
