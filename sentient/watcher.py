@@ -20,6 +20,7 @@ to False, so chat turns sync before they read again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -45,10 +46,10 @@ from watchdog.events import (
     FileSystemMovedEvent,
 )
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver
+from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from sentient.vault.document import is_temp_name
-from sentient.vault.kinds import KINDS
+from sentient.vault.kinds import KINDS, classify
 from sentient.vault.store import SKIPPED_DIRS
 from sentient.workspace import Workspace
 
@@ -110,6 +111,8 @@ class Watcher:
         self._counts = {"batches": 0, "syncs": 0, "errors": 0}
         self._state = threading.Lock()  # guards starting, stopping and the thread handles
         self._observer: BaseObserver | None = None
+        self._handler: _Handler | None = None
+        self._tops: dict[str, ObservedWatch] = {}  # document folder -> its watch
         self._worker: threading.Thread | None = None
         self._wake = threading.Condition()  # guards everything below
         self._halt = threading.Event()  # set to end the current run's worker
@@ -178,13 +181,44 @@ class Watcher:
         try:
             observer = self._make_observer()
             observer.name = f"{THREAD_NAME}-events"
-            observer.schedule(_Handler(self), str(self.root), recursive=True, event_filter=EVENTS)
+            self._handler = _Handler(self)
+            # The vault's own level alone, then each document folder whole: never .sentient/, where
+            # every index write and lock would be an event to read and throw away.
+            observer.schedule(self._handler, str(self.root), recursive=False, event_filter=EVENTS)
+            self._tops = {}
+            for top in sorted(_TOPS):
+                self._watch_top(observer, top)
             observer.start()
         except Exception as exc:  # OSError from inotify limits mostly; any failure falls back the same way
             _stop_observer(observer)
             self._fall_back(_why(exc))
             return None
         return observer
+
+    def _watch_top(self, observer: BaseObserver, top: str) -> None:
+        """Watch one document folder (memory, sessions, ...) and everything under it, if it exists."""
+        folder = self.root / top
+        if self._handler is not None and top not in self._tops and folder.is_dir():
+            self._tops[top] = observer.schedule(self._handler, str(folder), recursive=True, event_filter=EVENTS)
+
+    def _follow_tops(self, event: FileSystemEvent) -> None:
+        """A document folder made, removed or renamed at the vault's level: watch what is there now.
+        (Its files written before the watch began are picked up by the sync such an event makes.)"""
+        observer = self._observer
+        if observer is None or not event.is_directory:
+            return
+        for raw in [event.src_path, event.dest_path] if isinstance(event, FileSystemMovedEvent) else [event.src_path]:
+            path = Path(os.fsdecode(raw)) if raw else None
+            if path is None or path.parent != self.root or path.name not in _TOPS:
+                continue
+            watch = self._tops.get(path.name)
+            if watch is not None and not path.is_dir():
+                del self._tops[path.name]
+                with contextlib.suppress(KeyError, OSError):
+                    observer.unschedule(watch)
+            elif watch is None:
+                with contextlib.suppress(OSError):
+                    self._watch_top(observer, path.name)
 
     def _set_mode(self, mode: Mode, reason: str | None) -> None:
         self._mode, self._reason = mode, reason
@@ -202,6 +236,8 @@ class Watcher:
 
     def _note(self, event: FileSystemEvent) -> None:
         """Take one watchdog event: keep the paths that matter for the index as pending."""
+        if event.is_directory:
+            self._follow_tops(event)
         raws = [event.src_path, event.dest_path] if isinstance(event, FileSystemMovedEvent) else [event.src_path]
         relevant = [path for path in (self._relevant(raw, event.is_directory) for raw in raws) if path is not None]
         if not relevant:
@@ -230,7 +266,7 @@ class Watcher:
             return None
         if is_directory:  # the vault itself, or a folder that can hold documents
             return path if not rel.parts or rel.parts[0] in _TOPS else None
-        if path.suffix != ".md" or self.workspace.vault.classify_path(path) is None:
+        if path.suffix != ".md" or classify(rel) is None:  # rel is lexical: watchdog's paths are under root
             return None
         return path
 

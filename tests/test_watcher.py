@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -282,3 +283,45 @@ def test_stop_is_idempotent_and_leaves_no_thread(workspace: Workspace) -> None:
     assert watcher.status().mode == "events"
     watcher.stop()
     assert set(threading.enumerate()) <= before
+
+
+def test_a_document_folder_made_after_the_start_is_watched(make_vault: Callable[[str], Path]) -> None:
+    root = make_vault("basic")
+    shutil.rmtree(root / "memory")
+    with open_workspace(load_settings(root, {})) as workspace, Watcher(workspace, debounce=0.05):
+        (root / "memory").mkdir()
+        (root / "memory" / "early.md").write_text(ENTRY.format(title="Early", body="quokkaword at once."))
+        wait_for(lambda: found(workspace.index, "quokkaword") == {"early"})  # before its watch: by the sync
+        (root / "memory" / "later.md").write_text(ENTRY.format(title="Later", body="wombatword afterwards."))
+        wait_for(lambda: found(workspace.index, "wombatword") == {"later"})  # by its own watch
+        shutil.rmtree(root / "memory")
+        wait_for(lambda: not workspace.index.documents("memory"))
+        (root / "memory").mkdir()
+        (root / "memory" / "again.md").write_text(ENTRY.format(title="Again", body="numbatword back."))
+        wait_for(lambda: found(workspace.index, "numbatword") == {"again"})
+        (root / "memory" / "after.md").write_text(ENTRY.format(title="After", body="dingoword later."))
+        wait_for(lambda: found(workspace.index, "dingoword") == {"after"})
+
+
+def test_index_writes_raise_no_file_events(watcher: Watcher, workspace: Workspace,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    note = Watcher._note
+    monkeypatch.setattr(Watcher, "_note", lambda self, event: (seen.append(str(event.src_path)), note(self, event)))
+    workspace.index.rebuild()  # thousands of writes to .sentient/index.sqlite*
+    sentinel = workspace.vault.root / "memory" / "sentinel.md"
+    sentinel.write_text(ENTRY.format(title="Sentinel", body="marker"))
+    wait_for(lambda: found(workspace.index, "marker") == {"sentinel"})
+    assert seen and not [path for path in seen if "/.sentient" in path]
+
+
+def test_an_app_write_shows_no_temp_file_in_the_persons_folder(watcher: Watcher, workspace: Workspace,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    note = Watcher._note
+    monkeypatch.setattr(Watcher, "_note", lambda self, event: (seen.append(str(event.src_path)), note(self, event)))
+    workspace.vault.create("memory", "kettle-descaling", {"title": "Kettle"}, "Vinegar, once a month.\n")
+    workspace.vault.update("memory", "kettle-descaling", body="Citric acid, once a month.\n")
+    wait_for(lambda: found(workspace.index, "citric") == {"kettle-descaling"})
+    assert seen and all(Path(path).name == "kettle-descaling.md" for path in seen), seen
+    assert not list((workspace.vault.root / "memory").glob(".*"))

@@ -22,7 +22,7 @@ from sentient.workspace import Workspace
 BODY_PREVIEW = 600
 SAME_TEXT = 0.9
 # Most entries ranked to find the memories shown with a message (see relevant_memories).
-RELEVANT_CANDIDATES = 1000
+RELEVANT_CANDIDATES = 300
 # Hits looked through, per entry wanted, when the judge withholds some.
 WITHHELD_SEARCH = 27
 

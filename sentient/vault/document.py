@@ -586,16 +586,19 @@ def is_temp_name(name: str) -> bool:
     return name.endswith(TMP_SUFFIX) or name.startswith(".")
 
 
-def atomic_write(path: Path, text: str, expect: str | None | _Absent) -> str:
+def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: Path | None = None) -> str:
     """Write `text` to `path` so a crash leaves the old file or the new one, never a torn one.
 
     `expect` is the hash of the bytes the caller read (None: do not check; ABSENT: the file
     must not exist). If the file on disk differs, nothing is written and Conflict is raised.
-    Returns the hash of the bytes written.
+    The bytes go to a temp file first, in `temp_dir` when it is on the same file system (the
+    rename is as atomic from there, and the person's folder, with whatever watches it, sees
+    one new name instead of a temp file made, written, closed and renamed), else beside the
+    file. Returns the hash of the bytes written.
     """
     data = text.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    fd, tmp_name = _temp_file(path, temp_dir)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -619,6 +622,18 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent) -> str:
         raise
     _fsync_dir(path.parent)
     return bytes_hash(data)
+
+
+def _temp_file(path: Path, temp_dir: Path | None) -> tuple[int, str]:
+    """A new temp file to write `path` through (see atomic_write): (its descriptor, its name)."""
+    prefix = f".{path.name}."
+    if temp_dir is not None:
+        try:
+            if os.stat(temp_dir).st_dev == os.stat(path.parent).st_dev:
+                return tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=temp_dir)
+        except OSError:  # gone, or not writable: beside the file, as always works
+            pass
+    return tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=path.parent)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -160,10 +161,25 @@ class Vault:
         self.max_file_bytes = max_file_bytes
         self.judge = judge
         self.clock = clock
+        self._temp_dir: Path | None = None
 
     @property
     def state_dir(self) -> Path:
         return self.root / ".sentient"
+
+    @property
+    def temp_dir(self) -> Path | None:
+        """Where writes go before their rename (`.sentient/tmp/`), made on first use; None (a temp
+        file beside each file) when it cannot be made. Out of the person's folders: an editor, a
+        watcher or `git status` never sees a half-written temp file there."""
+        if self._temp_dir is None:
+            folder = self.state_dir / "tmp"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                return None
+            self._temp_dir = folder
+        return self._temp_dir
 
     # --- finding files --------------------------------------------------------------
 
@@ -247,8 +263,9 @@ class Vault:
             return path if path.is_file() else None
         base = self.root / spec.folder
         if kind_name == "session":  # one level of month folders: a stat each, not a glob
-            matches = sorted(base / month / f"{key}.md" for month in _subfolders(base)
-                             if os.path.isfile(os.path.join(base, month, f"{key}.md")))
+            name, where = f"{key}.md", str(base)
+            matches = sorted(base / month / name for month in _subfolders(where)
+                             if os.path.isfile(f"{where}/{month}/{name}"))
         else:
             matches = sorted(p for p in base.glob(f"**/{key}.md") if p.is_file()) if base.is_dir() else []
         if len(matches) > 1:
@@ -362,7 +379,7 @@ class Vault:
         document = self._stamp(Document(kind_name, key, path, initial, body, fields), now)
         text = document.render()
         with self.lock(kind_name, key):
-            written = atomic_write(path, text, ABSENT)
+            written = atomic_write(path, text, ABSENT, self.temp_dir)
         return self._written(kind_name, key, path, text, written)
 
     def update(
@@ -387,7 +404,7 @@ class Vault:
             document = self._stamp(changed, iso(self.clock()))
             assert current.source is not None
             text = document.render()
-            written = atomic_write(current.path, text, current.source.file_hash)
+            written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir)
         return self._written(kind_name, key, current.path, text, written)
 
     def _written(self, kind_name: str, key: str, path: Path, text: str, file_hash: str) -> Document:
@@ -404,10 +421,24 @@ class Vault:
         return current.path
 
 
-def _subfolders(folder: Path) -> list[str]:
-    """The names of a folder's subfolders (none when it is missing)."""
+_SUBFOLDERS: dict[str, tuple[int, list[str]]] = {}  # folder -> (its mtime_ns, its subfolders then)
+
+
+def _subfolders(folder: str) -> list[str]:
+    """The names of a folder's subfolders (none when it is missing). Kept until the folder's
+    mtime changes, which it does whenever an entry is added to it, removed or renamed; not
+    trusted while that mtime is under two seconds old (a file system with coarse times could
+    show the same one before and after a change)."""
     try:
+        stamp = os.stat(folder).st_mtime_ns
+        known = _SUBFOLDERS.get(folder)
+        if known is not None and known[0] == stamp and time.time_ns() - stamp > 2_000_000_000:
+            return known[1]
         with os.scandir(folder) as entries:
-            return [entry.name for entry in entries if entry.is_dir() and entry.name not in SKIPPED_DIRS]
+            names = [entry.name for entry in entries if entry.is_dir() and entry.name not in SKIPPED_DIRS]
     except (FileNotFoundError, NotADirectoryError):
         return []
+    if len(_SUBFOLDERS) > 64:
+        _SUBFOLDERS.clear()
+    _SUBFOLDERS[folder] = (stamp, names)
+    return names
