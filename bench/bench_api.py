@@ -358,40 +358,31 @@ def write_results(path: Path, section: str) -> None:
     path.write_text(current[:start] + section.rstrip("\n") + "\n" + rest, encoding="utf-8")
 
 
-WHY = """Why the target is missed, read from the tables above and the profiles (two runs on
-2026-11-30; the /api/chat figures are the turn path, not HTTP, which costs ~3 ms):
+WHY = """Notes (2026-12-01):
 
-- **/api/chat rebuilds the memory index on every turn** (0.6-1.2 s of a 0.8-1.1 s turn at 10,000
-  entries). `KnowledgeBuilder.memory_index` caches the block per `Index.version`, but each turn
-  writes its session file, the watcher indexes that file, and the version moves: the next turn
-  reads all 10,000 memory rows again (`Index.documents("memory")`: the SQLite fetch, each row's
-  meta JSON-decoded, a `Path` per row, the judge per row) to keep the newest 200. With a version
-  that only memory rows move (or the newest 200 chosen in SQL), a turn costs what the "index
-  unchanged" column shows.
-- **From the 4th message of a session on, every turn compacts.** The knowledge block lists up to
-  200 entries (`MAX_INDEX_ENTRIES`): ~41 KB, ~13,000 tokens, more than the default
-  `chat.context_tokens: 6000` in any vault of more than about 90 entries. `_over_budget` counts
-  the history with the block in it, so each turn calls the model twice more (a summary, then the
-  block re-delivered as a synthetic turn: 3 calls per message once it starts) and writes the
-  41 KB block into the session file again, so a 10-message session file reaches ~300 KB and
-  parsing it and counting its tokens grow with it. With a real model that is two extra
-  generations per message. The "… and no compaction" column is the turn without it.
-- **What is left of a chat turn** (cached index, no compaction, 70-100 ms): the relevant-memories
-  search for the system prompt (~30 ms under the profiler: FTS5 BM25 over a 10-word question whose
-  common words match thousands of entries, see the index section), tiktoken counting the whole
-  history every turn (12-14 ms, mostly the knowledge block), 2.3 atomic writes that each fsync the
-  file and its folder (~13 ms of fsync at ~3.5 ms each on this disk), and litellm's handling of
-  one instant reply (12-15 ms under the profiler).
-- **/v1 (memory off)** does none of the memory work: p50 19-37 ms, p95 43-82 ms across two runs.
-  Its floor here is the turn's two atomic writes (the person's message, then the reply: 4 fsyncs,
-  ~14 ms), litellm's 8-12 ms for one call, and ~3 ms of HTTP. Under 20 ms at p95 needs fewer
-  durable writes per turn (the person's message must be on disk before the model call; the reply
-  and the delivered mark could share one write) and less per-call work in litellm.
-- **Four clients** add no throughput to /api/chat (about 1 request/s either way): the turn is CPU
-  work in one Python process on 2 CPUs. /v1 rises from 24-46 to 47-63 requests/s as the fsync
-  waits overlap.
-- The machine is shared (2 CPUs; load average 3-6 during the runs): the same figure moved by up to
-  2× between the two runs.
+- **What changed since the 2026-11-30 run (p95 43.8 ms /api/chat, 26.2 ms /v1), each found with
+  py-spy on the server process and cProfile on the turn:** the relevant memories for the system
+  prompt rank only the message's rarest words, while the entries holding them number at most 300
+  (was an FTS5 ranking of every entry holding any of its words: ~18 ms); a filtered search ranks
+  without reading rows first, and never lets SQLite walk a kind's rows through the (kind, key)
+  index (2.2 ms per query); the session file is read once per turn, not four times, and sections
+  without a tool block skip markdown parsing (3 ms of mistune per turn); a write returns the
+  document it wrote instead of reading it back; lock files are opened without truncating; session
+  lookups stat month folders instead of globbing; writes go through `.sentient/tmp/`, so the
+  watched folder sees one file event per write instead of four, and the watcher no longer watches
+  `.sentient/` at all (every index write and lock was an event watchdog read on three threads and
+  we threw away: as much CPU as the turn itself); litellm no longer prices the local and scripted
+  models' replies (they stamp a zero cost); uvicorn uses httptools and uvloop (~2 ms less a
+  request, measured side by side).
+- **What a turn still costs** (the plain-timing row above and the profiles): two atomic writes of
+  the session file (the person's message before the model call, the reply and delivery mark
+  after it: each a temp file, fsync, rename, fsync of the folder), about 4 ms together; litellm's
+  handling of one instant reply, 2-3 ms; HTTP, FastAPI and the worker-thread hand-off, about 2 ms
+  (`GET /api/health` floor above); the watcher indexing the session file in the same process.
+- **Four clients** share one Python process on 2 CPUs: the turn is CPU work under one GIL, so
+  they add little throughput and p95 grows with the queue; the target is for one client.
+- **Noise:** the machine is shared; the p95 of one load moves by several ms between rounds of
+  the same run (see the column of each round), which is why the verdict takes the median.
 """
 
 
