@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sentient.errors import BadFile, InvalidId
 from sentient.vault.document import (
@@ -564,3 +566,14 @@ SPLIT_CASES = [
 def test_split_agrees_with_reading_line_by_line(text: str) -> None:
     expected = _split_lines(text) if text.startswith(("---\n", "---\r\n")) else None
     assert _split(text) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126)),
+                 st.lists(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126)), max_size=4),
+                 st.integers(), st.floats(allow_nan=False), st.booleans(), st.none()))
+def test_the_fast_yaml_writer_writes_what_pyyaml_writes(value: object) -> None:
+    from sentient.vault import document
+
+    plain = yaml.dump(value, Dumper=document._Dumper, default_flow_style=True, allow_unicode=True, width=1_000_000)
+    assert document._inline(value) == plain.removesuffix("\n...\n").rstrip("\n")
