@@ -112,7 +112,7 @@ class Watcher:
         self._state = threading.Lock()  # guards starting, stopping and the thread handles
         self._observer: BaseObserver | None = None
         self._handler: _Handler | None = None
-        self._tops: dict[str, ObservedWatch] = {}  # document folder -> its watch
+        self._tops: dict[str, tuple[ObservedWatch, tuple[int, int]]] = {}  # folder -> (its watch, (dev, inode))
         self._worker: threading.Thread | None = None
         self._wake = threading.Condition()  # guards everything below
         self._halt = threading.Event()  # set to end the current run's worker
@@ -196,27 +196,34 @@ class Watcher:
         return observer
 
     def _watch_top(self, observer: BaseObserver, top: str) -> None:
-        """Watch one document folder (memory, sessions, ...) and everything under it, if it exists."""
+        """Watch one document folder (memory, sessions, ...) as it is now, and everything under
+        it: a watch of a folder that was removed or replaced since is dropped first."""
         folder = self.root / top
-        if self._handler is not None and top not in self._tops and folder.is_dir():
-            self._tops[top] = observer.schedule(self._handler, str(folder), recursive=True, event_filter=EVENTS)
+        try:
+            stat = folder.stat()
+            now: tuple[int, int] | None = (stat.st_dev, stat.st_ino) if folder.is_dir() else None
+        except OSError:
+            now = None
+        known = self._tops.get(top)
+        if known is not None and known[1] == now:
+            return
+        if known is not None:
+            del self._tops[top]
+            with contextlib.suppress(KeyError, OSError):  # watchdog may have dropped it already
+                observer.unschedule(known[0])
+        if now is not None and self._handler is not None:
+            watch = observer.schedule(self._handler, str(folder), recursive=True, event_filter=EVENTS)
+            self._tops[top] = (watch, now)
 
     def _follow_tops(self, event: FileSystemEvent) -> None:
-        """A document folder made, removed or renamed at the vault's level: watch what is there now.
+        """A document folder made, removed or replaced at the vault's level: watch what is there now.
         (Its files written before the watch began are picked up by the sync such an event makes.)"""
         observer = self._observer
         if observer is None or not event.is_directory:
             return
         for raw in [event.src_path, event.dest_path] if isinstance(event, FileSystemMovedEvent) else [event.src_path]:
             path = Path(os.fsdecode(raw)) if raw else None
-            if path is None or path.parent != self.root or path.name not in _TOPS:
-                continue
-            watch = self._tops.get(path.name)
-            if watch is not None and not path.is_dir():
-                del self._tops[path.name]
-                with contextlib.suppress(KeyError, OSError):
-                    observer.unschedule(watch)
-            elif watch is None:
+            if path is not None and path.parent == self.root and path.name in _TOPS:
                 with contextlib.suppress(OSError):
                     self._watch_top(observer, path.name)
 
