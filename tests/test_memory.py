@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sentient.agent.turn import Agent
 from sentient.cli import main
 from sentient.config import load_settings
 from sentient.errors import Conflict, SentientError
@@ -159,6 +160,15 @@ def test_memory_commands_are_absent_when_memory_is_absent(
     assert "invalid choice: 'memory'" in capsys.readouterr().err
 
 
+def _with_garden_beds(vault: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
+    """An agent on `vault` with six entries about garden beds, and at most 4 entries ranked a turn."""
+    monkeypatch.setattr("sentient.tools.memory.RELEVANT_CANDIDATES", 4)
+    agent = agent_on(vault)
+    for number in range(6):
+        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} of the garden gets compost.")
+    return agent
+
+
 def _system_prompt(scripted: Scripted) -> str:
     return str(scripted.requests[-1]["messages"][0]["content"])
 
@@ -166,10 +176,7 @@ def _system_prompt(scripted: Scripted) -> str:
 def test_a_turn_shows_the_entries_holding_the_messages_rarest_words(
     make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sentient.tools.memory.RELEVANT_CANDIDATES", 4)
-    agent = agent_on(make_vault("basic"))
-    for number in range(6):
-        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} of the garden gets compost.")
+    agent = _with_garden_beds(make_vault("basic"), monkeypatch)
     create_entry(agent.workspace, title="Tomato seedlings", body="The garden tomatoes go out after the last frost.")
     scripted.queue(text("ok"))
     agent.turn("When do the tomatoes go into the garden?")
@@ -182,10 +189,7 @@ def test_a_turn_shows_the_entries_holding_the_messages_rarest_words(
 def test_a_turn_whose_words_are_all_common_shows_no_entry(
     make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sentient.tools.memory.RELEVANT_CANDIDATES", 4)
-    agent = agent_on(make_vault("basic"))
-    for number in range(6):
-        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} of the garden gets compost.")
+    agent = _with_garden_beds(make_vault("basic"), monkeypatch)
     scripted.queue(text("ok"), text("ok"))
     agent.turn("What goes into the garden compost?")
     assert "<memory id=" not in _system_prompt(scripted)
