@@ -167,7 +167,8 @@ def phase_judged(root: Path) -> dict[str, Any]:
     """A cold index as the app builds it: every document judged by the threat patterns."""
     shutil.rmtree(root / ".sentient", ignore_errors=True)
     patterns = PatternSet.load()
-    with Index(Vault(root), judge=ThreatJudge(patterns), judge_version=patterns.fingerprint) as index:
+    judge = ThreatJudge(patterns)
+    with Index(Vault(root), judge=judge, judge_version=patterns.fingerprint, judge_many=judge.judge_many) as index:
         report = index.sync()
     return {"cold_judged": report.elapsed}
 

@@ -24,7 +24,8 @@ class Workspace:
     def index(self) -> Index:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
-            self._index = Index(self.vault, judge=self.judge, judge_version=self.judge_fingerprint)
+            self._index = Index(self.vault, judge=self.judge, judge_version=self.judge_fingerprint,
+                                judge_many=self.judge.judge_many)
         return self._index
 
     @property

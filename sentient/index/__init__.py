@@ -16,6 +16,7 @@ from sentient.index.schema import (
     BROAD_MATCHES,
     DB_NAME,
     FIX,
+    JUDGED_TOGETHER,
     OPTIMIZE_AFTER,
     PREFETCH,
     SCHEMA_VERSION,
@@ -31,6 +32,7 @@ from sentient.index.schema import (
 
 __all__ = [
     "BATCH",
+    "JUDGED_TOGETHER",
     "BROAD_MATCHES",
     "DB_NAME",
     "FIX",

@@ -8,7 +8,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +23,7 @@ from sentient.index.schema import (
     BATCH,
     BROAD_MATCHES,
     DB_NAME,
+    JUDGED_TOGETHER,
     OPTIMIZE_AFTER,
     SCHEMA_VERSION,
     Judge,
@@ -39,16 +40,20 @@ class Index(Reader):
     """The search index of one vault. Thread-safe; use as a context manager or call close()."""
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str = "",
+                 judge_many: Callable[[Sequence[Document]], object] | None = None,
                  timeout: float = 5.0, broad: int = BROAD_MATCHES) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
-        change `judge_version` when its verdicts may change. `timeout`: seconds to wait for another
-        process's write before IndexUnavailable. `broad`: see search()."""
+        change `judge_version` when its verdicts may change. `judge_many`, when given, judges a
+        sync's documents in batches first (ThreatJudge.judge_many: faster for many short texts),
+        so `judge` finds them cached. `timeout`: seconds to wait for another process's write
+        before IndexUnavailable. `broad`: see search()."""
         self.vault = vault
         self.timeout = timeout
         self.broad = broad
         self._counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]] = ((-1, -1), {})  # _counts_now
         self.path = vault.state_dir / DB_NAME
         self._judge = judge
+        self._judge_many = judge_many
         self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
                                         "judge": None if judge is None else judge_version})
         self._lock = threading.RLock()
@@ -206,6 +211,7 @@ class Index(Reader):
                 if vouched + len(documents) + len(problems) != self._row_count(conn):
                     self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
             walked: set[str] = set()
+            reading: list[Found] = []  # files read and judged together, then planned
             duplicates: dict[tuple[str, str], list[Found]] = {}
 
             def advance(count: int) -> None:
@@ -228,10 +234,13 @@ class Index(Reader):
                     elif documents.get(found.rel) == (mtime_ns, size) or problems.get(found.rel) == (mtime_ns, size, 0):
                         counts["unchanged"] += 1
                     else:
-                        counts.update(self._plan([found], documents, batch))
-                        if len(batch) >= BATCH:
-                            self._flush(batch)
+                        reading.append(found)
+                        if len(reading) >= JUDGED_TOGETHER:
+                            counts.update(self._plan_read(reading, documents, batch))
+                            if len(batch) >= BATCH:
+                                self._flush(batch)
                     advance(1)
+            counts.update(self._plan_read(reading, documents, batch))
             for founds in duplicates.values():
                 counts.update(self._plan(founds, documents, batch))
             gone = (documents.keys() | problems.keys()) - walked
@@ -302,9 +311,28 @@ class Index(Reader):
         row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
-    def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch) -> list[str]:
+    def _plan_read(self, founds: list[Found], documents: Container[str], batch: _Batch) -> list[str]:
+        """Plan files that each claim an id alone, read first and judged together (`judge_many`).
+        Empties `founds`."""
+        read: list[Document | BadFile] = []
+        for found in founds:
+            try:
+                read.append(self.vault.read(found.kind, found.key, found.path))
+            except BadFile as exc:
+                read.append(exc)
+        if self._judge_many is not None:
+            with suppress(Exception):  # whatever fails here fails again, one by one, in _row
+                self._judge_many([document for document in read if isinstance(document, Document)])
+        outcomes = [outcome for found, document in zip(founds, read, strict=True)
+                    for outcome in self._plan([found], documents, batch, document)]
+        founds.clear()
+        return outcomes
+
+    def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch,
+              read: Document | BadFile | None = None) -> list[str]:
         """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
-        `documents` holds the paths indexed now."""
+        `documents` holds the paths indexed now; `read` is the one file's document (or why it
+        cannot be read) when it was read already."""
         rels = [found.rel for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
             reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
@@ -314,7 +342,10 @@ class Index(Reader):
             return ["removed" if rel in documents else "problem" for rel in rels]
         found, rel = founds[0], rels[0]
         try:
-            batch.documents[rel] = self._row(rel, found, self.vault.read(found.kind, found.key, found.path))
+            if isinstance(read, BadFile):
+                raise read
+            document = read if read is not None else self.vault.read(found.kind, found.key, found.path)
+            batch.documents[rel] = self._row(rel, found, document)
         except BadFile as exc:
             batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
             return ["removed" if rel in documents else "problem"]

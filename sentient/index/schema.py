@@ -17,6 +17,7 @@ SCHEMA_VERSION = 2
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
+JUDGED_TOGETHER = 500  # files a sync reads, then judges in one batch (judge_many), then plans
 OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index into one segment
 # A query matching more entries than this is "broad" (see Index.search): ranking costs about a
 # microsecond per matching entry (FTS5 scores every match; it has no top-k pruning).
