@@ -275,8 +275,8 @@ WHY = """Why, measured with cProfile and by timing each stage alone (second tabl
   digest matches is skipped without loading its rows (loading 100k rows cost ~3 µs a file, as much
   as the stat). Any write of a row drops its folder's digest, and a sync that another process wrote
   during stores none, so a skipped folder's rows are always what its files were.
-- **Search: at the edge at 100k** (text-mix p95 7.7-9.5 ms in two runs on 2026-11-30, 11.0 ms in
-  two on 2026-12-01, when this session's search code and session 1's, run side by side over the
+- **Search: at the edge at 100k** (text-mix p95 7.7-9.5 ms in two runs on 2026-11-30; 11.0, 11.0 and
+  9.4 ms in three on 2026-12-01, when this session's search code and session 1's, run side by side over the
   same 200 queries, gave p95 10.15 and 10.28 ms and the same hits: the machine, not the code), by two shortcuts for
   broad queries, which change some results.** FTS5 scores every match (~1 µs each, no top-k
   pruning), so a query matching more than 3,000 entries now ranks only the entries with its words
