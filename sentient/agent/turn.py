@@ -28,6 +28,7 @@ from sentient.tools import build_registry
 from sentient.tools.memory import relevant_memories
 from sentient.vault import transcript
 from sentient.vault.document import Document
+from sentient.vault.kinds import check_key
 from sentient.vault.store import iso, utc_now
 from sentient.workspace import Workspace
 
@@ -232,8 +233,8 @@ class Agent:
             raise SentientError("the message is empty; type something to send")
         if session is None:
             session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=text.strip()[:60])
-        elif session not in self._incognito and self.workspace.vault.locate("session", session) is None:
-            raise NotFound(f"no session '{session}'; start a new one by leaving session out")
+        elif session not in self._incognito:
+            check_key("session", session)  # a bad id is refused before anything waits on it
         incognito = session in self._incognito
         if not self.workspace.watching:
             try:
@@ -270,7 +271,12 @@ class Agent:
         on_text: Callable[[str], None] | None,
         prior: list[Message],
     ) -> TurnResult:
-        saved = None if session in self._incognito else self.workspace.vault.get("session", session)
+        saved = None
+        if session not in self._incognito:
+            try:
+                saved = self.workspace.vault.get("session", session)  # read under the session's lock
+            except NotFound:
+                raise NotFound(f"no session '{session}'; start a new one by leaving session out") from None
         pins, scope, delivered = self.session_settings(session, saved)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
         current = compaction.window(self.messages_of(session, saved))
