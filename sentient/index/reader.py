@@ -171,9 +171,10 @@ class Reader:
             if not scores:
                 return []
             marks = ", ".join("?" for _ in scores)
+            # CROSS JOIN: FTS5 outside, else SQLite may run the whole MATCH once for each row inside
             rows = conn.execute(
                 "SELECT d.id, d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), d.scope, "
-                "d.category, d.updated, d.revision, d.untrusted, d.threat FROM documents_fts JOIN documents d "
+                "d.category, d.updated, d.revision, d.untrusted, d.threat FROM documents_fts CROSS JOIN documents d "
                 f"ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND documents_fts.rowid IN ({marks})",
                 [match, *scores]).fetchall()
         hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
