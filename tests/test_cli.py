@@ -38,7 +38,7 @@ def test_init_makes_a_vault_that_index_and_doctor_accept(tmp_path: Path, capsys:
     assert code == 0
     assert "created the vault" in out
     assert (target / "sentient.yaml").read_text().startswith("# sentient.yaml")
-    assert (target / ".gitignore").read_text() == ".sentient/\n"
+    assert (target / ".gitignore").read_text().splitlines()[::2] == [".sentient/", "*.sentient-tmp"]
     for folder in ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people"):
         assert (target / folder).is_dir()
     if GIT:

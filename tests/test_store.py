@@ -404,6 +404,22 @@ def test_killed_writer_leaves_whole_files(vault: Vault, tmp_path: Path) -> None:
     assert all(not found.path.name.endswith(TMP_SUFFIX) for found in vault.walk())
 
 
+def test_temp_files_a_crash_left_in_the_state_folder_are_swept(vault: Vault) -> None:
+    tmp = vault.root / ".sentient" / "tmp"
+    tmp.mkdir(parents=True)
+    old, young, other = tmp / f".a.md.x{TMP_SUFFIX}", tmp / f".b.md.y{TMP_SUFFIX}", tmp / "notes.txt"
+    for path in (old, young, other):
+        path.write_text("torn")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+    os.utime(other, (hours_ago, hours_ago))
+    vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")  # the first write of a process sweeps
+    assert not old.exists()
+    assert young.exists()  # maybe another process's write in progress
+    assert other.exists()  # not ours
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([young.name, other.name])
+
+
 def test_leftover_temp_file_is_not_a_document(vault: Vault) -> None:
     vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
     leftover = vault.root / "memory" / f"alpha.md{TMP_SUFFIX}"

@@ -10,7 +10,7 @@ from pathlib import Path
 from sentient.errors import AlreadyExists, SentientError
 
 FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people")
-GITIGNORE = ".sentient/\n"
+GITIGNORE = ".sentient/\n# what a write killed before its rename can leave beside a file\n*.sentient-tmp\n"
 
 
 def _data(name: str) -> str:

@@ -12,7 +12,7 @@ import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -178,6 +178,7 @@ class Vault:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError:
                 return None
+            _sweep(folder)
             self._temp_dir = folder
         return self._temp_dir
 
@@ -422,6 +423,20 @@ class Vault:
 
 
 _SUBFOLDERS: dict[str, tuple[int, list[str]]] = {}  # folder -> (its mtime_ns, its subfolders then)
+
+
+STALE_TEMP_SECONDS = 3600  # a write takes milliseconds: a temp file this old lost its writer to a crash
+
+
+def _sweep(folder: Path) -> None:
+    """Delete the temp files that writers killed mid-write left in `folder` (.sentient/tmp/)."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    with suppress(OSError), os.scandir(folder) as scan:
+        for entry in scan:
+            with suppress(OSError):
+                stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
+                if stale and entry.name.endswith(TMP_SUFFIX) and entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
 
 
 def _subfolders(folder: str) -> list[str]:
