@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -402,6 +403,37 @@ def test_killed_writer_leaves_whole_files(vault: Vault, tmp_path: Path) -> None:
     assert sorted(doc.path.name for doc in listing.documents) == ["alpha.md", "beta.md", "gamma.md"]
     assert sorted(found.path.name for found in vault.walk()) == ["alpha.md", "beta.md", "gamma.md"]
     assert all(not found.path.name.endswith(TMP_SUFFIX) for found in vault.walk())
+
+
+def test_a_write_keeps_the_files_permissions_and_new_files_follow_the_umask(vault: Vault) -> None:
+    hand = vault.root / "memory" / "coffee.md"
+    hand.parent.mkdir(parents=True, exist_ok=True)
+    hand.write_text("---\ntitle: Coffee\n---\nBlack, no sugar.\n")
+    hand.chmod(0o640)
+    vault.update("memory", "coffee", {"title": "Coffee", "category": "food"})
+    assert stat.S_IMODE(hand.stat().st_mode) == 0o640
+    assert "category: food" in hand.read_text()
+    mask = os.umask(0o022)
+    os.umask(mask)
+    created = vault.create("memory", "tea", {"title": "Tea"}, "Green.\n").path
+    assert stat.S_IMODE(created.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_crlf_file_stays_crlf_after_an_app_write(vault: Vault) -> None:
+    hand = vault.root / "memory" / "crlf.md"
+    hand.parent.mkdir(parents=True, exist_ok=True)
+    hand.write_bytes(b"---\r\ntitle: CRLF fm\r\n---\r\nline one\r\nline two\r\n")
+    vault.update("memory", "crlf", {"category": "y"})
+    data = hand.read_bytes()
+    assert data.startswith(b"---\r\ntitle: CRLF fm\r\n") and b"category: y\r\n" in data
+    assert data.endswith(b"\r\n---\r\nline one\r\nline two\r\n")
+    assert b"\n" not in data.replace(b"\r\n", b"")
+    vault.update("memory", "crlf", body="line one\nline three\n")
+    assert hand.read_bytes().endswith(b"---\r\nline one\r\nline three\r\n")
+    assert b"\n" not in hand.read_bytes().replace(b"\r\n", b"")
+    lf = vault.create("memory", "lf", {"title": "LF"}, "x\n").path
+    vault.update("memory", "lf", {"category": "y"})
+    assert b"\r" not in lf.read_bytes()
 
 
 def test_temp_files_a_crash_left_in_the_state_folder_are_swept(vault: Vault) -> None:

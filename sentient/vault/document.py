@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -476,7 +477,15 @@ class Document:
         )
 
     def render(self) -> str:
-        """The file text. Unchanged parts keep their original bytes."""
+        """The file text. Unchanged parts keep their original bytes, and a file whose every line
+        ends in CRLF keeps ending them so (new lines are written with CRLF too, never mixed)."""
+        text = self._render()
+        src = self.source
+        if src is not None and text is not src.text and _crlf_only(src.text):
+            return _BARE_LF.sub("\r\n", text)
+        return text
+
+    def _render(self) -> str:
         src = self.source
         if src is not None and dict(self.meta) == dict(src.meta) and self.body == src.body:
             return src.text
@@ -507,6 +516,15 @@ class Document:
                 lines.append(_dump_key(key, self.meta[key]) + _trailing_comments(block))
         separator = src.separator if src is not None and src.has_frontmatter else "\n"
         return "---\n" + "".join(lines) + "---\n" + separator + self.body
+
+
+_BARE_LF = re.compile("(?<!\r)\n")
+
+
+def _crlf_only(text: str) -> bool:
+    """Whether every line break of `text` is CRLF (a file saved by a Windows editor)."""
+    crlf = text.count("\r\n")
+    return crlf > 0 and text.count("\n") == crlf
 
 
 def parse(
@@ -622,6 +640,7 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), _mode_for(path))  # mkstemp makes 0600: the person's files keep theirs
             os.fsync(handle.fileno())
         if isinstance(expect, _Absent):
             try:
@@ -640,6 +659,23 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
         raise
     _fsync_dir(path.parent)
     return bytes_hash(data)
+
+
+def _process_umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: done once, at import
+    os.umask(mask)
+    return mask
+
+
+_NEW_FILE_MODE = 0o666 & ~_process_umask()
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits a write gives `path`: the file's own, else what a new file gets (umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return _NEW_FILE_MODE
 
 
 def _temp_file(path: Path, temp_dir: Path | None) -> tuple[int, str]:
