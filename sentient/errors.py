@@ -37,6 +37,12 @@ class StaleRevision(SentientError):
     status = 412
 
 
+class TooLarge(SentientError):
+    """A write that would make a file larger than the vault reads; nothing was written."""
+
+    status = 413
+
+
 class BadFile(SentientError):
     """A file in the vault that cannot be read as what its folder says it is."""
 

@@ -20,7 +20,7 @@ import pytest
 
 import sentient
 from sentient.config import load_settings
-from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, SentientError
+from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, SentientError, TooLarge
 from sentient.vault import Vault
 from sentient.vault.document import TMP_SUFFIX, parse
 from sentient.vault.kinds import KINDS, classify
@@ -417,6 +417,28 @@ def test_a_write_keeps_the_files_permissions_and_new_files_follow_the_umask(vaul
     os.umask(mask)
     created = vault.create("memory", "tea", {"title": "Tea"}, "Green.\n").path
     assert stat.S_IMODE(created.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_write_over_the_size_limit_is_refused_and_writes_nothing(tmp_path: Path, clock: Clock) -> None:
+    small = Vault(tmp_path / "small", max_file_bytes=600, clock=clock)
+    with pytest.raises(TooLarge, match=r"memory/long\.md: the text would be .* over the 600-byte limit; nothing was"):
+        small.create("memory", "long", {"title": "Long"}, "word " * 200)
+    assert not (small.root / "memory" / "long.md").exists()
+    small.create("memory", "short", {"title": "Short"}, "fine\n")
+    with pytest.raises(TooLarge, match="limits.max_file_bytes"):
+        small.update("memory", "short", body="word " * 200)
+    assert small.get("memory", "short").body == "fine\n"
+    assert [d.key for d in small.scan().documents] == ["short"]
+
+
+def test_sessions_may_grow_past_the_file_limit_that_notes_have(tmp_path: Path, clock: Clock) -> None:
+    small = Vault(tmp_path / "small", max_file_bytes=600, clock=clock)
+    session = small.create("session", "s1", {"title": "Chat"}, "")
+    long = "## user · 2026-11-30T10:00:00Z\n\n" + "word " * 300 + "\n"
+    small.update("session", "s1", body=session.body + long)  # 1.5 KB: over 600 bytes, under 32 x 600
+    assert small.get("session", "s1").body.endswith("word \n")
+    with pytest.raises(TooLarge, match="Start a new session"):
+        small.update("session", "s1", body=long * 13)
 
 
 def test_a_crlf_file_stays_crlf_after_an_app_write(vault: Vault) -> None:

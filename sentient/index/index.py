@@ -55,6 +55,7 @@ class Index(Reader):
         self._judge = judge
         self._judge_many = judge_many
         self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
+                                        "session_bytes": vault.max_bytes("session"),
                                         "judge": None if judge is None else judge_version})
         self._lock = threading.RLock()
         self._local = threading.local()

@@ -19,7 +19,7 @@ from operator import itemgetter
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol
 
-from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound
+from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, TooLarge
 from sentient.vault.document import (
     ABSENT,
     TMP_SUFFIX,
@@ -31,6 +31,9 @@ from sentient.vault.document import (
 from sentient.vault.kinds import check_key, classify, default_path, kind
 
 DEFAULT_MAX_BYTES = 1024 * 1024
+# Sessions are the app's own transcripts and grow a turn at a time: they may be this many times
+# limits.max_file_bytes (32 MiB by default), so a long chat goes on long after a note would stop.
+SESSION_BYTES_FACTOR = 32
 SKIPPED_DIRS = {".sentient", ".git"}
 
 
@@ -282,7 +285,21 @@ class Vault:
             check_key(found_kind, key)
         except InvalidId as exc:
             raise BadFile(path, f"the file name does not make a valid id ({exc.message})", "Rename the file") from None
-        return read_file(path, kind=found_kind, key=key, fields=kind(found_kind).fields, max_bytes=self.max_file_bytes)
+        return read_file(path, kind=found_kind, key=key, fields=kind(found_kind).fields,
+                         max_bytes=self.max_bytes(found_kind))
+
+    def max_bytes(self, kind_name: str) -> int:
+        """The largest file of this kind the vault reads (and so writes)."""
+        return self.max_file_bytes * (SESSION_BYTES_FACTOR if kind_name == "session" else 1)
+
+    def _fits(self, kind_name: str, path: Path, text: str) -> None:
+        """TooLarge, before anything is written, for text the vault would then refuse to read."""
+        size, limit = len(text.encode("utf-8", "surrogatepass")), self.max_bytes(kind_name)
+        if size > limit:
+            what = "the session" if kind_name == "session" else "the text"
+            fix = ("start a new session" if kind_name == "session" else "shorten it or split it into several entries")
+            raise TooLarge(f"{path}: {what} would be {size:,} bytes, over the {limit:,}-byte limit; nothing was "
+                           f"written. {fix[0].upper()}{fix[1:]}, or raise limits.max_file_bytes in sentient.yaml")
 
     def get(self, kind_name: str, key: str) -> Document:
         path = self.locate(kind_name, key)
@@ -379,6 +396,7 @@ class Vault:
             initial.setdefault("created", now)
         document = self._stamp(Document(kind_name, key, path, initial, body, fields), now)
         text = document.render()
+        self._fits(kind_name, path, text)
         with self.lock(kind_name, key):
             written = atomic_write(path, text, ABSENT, self.temp_dir)
         return self._written(kind_name, key, path, text, written)
@@ -405,6 +423,7 @@ class Vault:
             document = self._stamp(changed, iso(self.clock()))
             assert current.source is not None
             text = document.render()
+            self._fits(kind_name, current.path, text)
             written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir)
         return self._written(kind_name, key, current.path, text, written)
 
