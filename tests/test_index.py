@@ -598,3 +598,40 @@ def test_version_of_a_folder_moves_only_when_its_rows_change(tmp_path: Path) -> 
         settled = index.version_of("memory")
         index.sync()  # nothing changed on disk since
         assert index.version_of("memory") == settled
+
+
+@pytest.mark.parametrize("spoil", ["file", "dangling link", "unreadable"])
+def test_a_memory_folder_that_cannot_be_listed_is_a_problem_not_an_empty_memory(
+        vault: Vault, index: Index, spoil: str) -> None:
+    write(vault, "pins/notes/n.md", entry("A note", "kept"))
+    memory = vault.root / "memory"
+    if spoil == "file":
+        memory.write_text("not a folder")
+    elif spoil == "dangling link":
+        memory.symlink_to(vault.root.parent / "unmounted-disk" / "memory")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root reads every folder")
+        memory.mkdir()
+        write(vault, "memory/a.md", entry("A", "x"))
+        memory.chmod(0)
+    try:
+        index.sync()
+        problems = index.problems()
+        assert [(p.path, p.kind) for p in problems] == [(memory, "memory")]
+        assert {"file": "is a file where the folder should be", "dangling link": "which does not exist",
+                "unreadable": "cannot be listed"}[spoil] in problems[0].reason
+        assert [p.path for p in vault.scan().problems] == [memory]
+        assert [d.key for d in index.documents()] == ["n"]  # everything else still loads
+    finally:
+        if memory.is_dir() and not memory.is_symlink():
+            memory.chmod(0o755)
+
+
+def test_an_absent_folder_is_no_problem(vault: Vault, index: Index) -> None:
+    write(vault, "memory/a.md", entry("A", "x"))
+    index.sync()
+    assert index.problems() == [] and vault.folder_problems() == []
+    shutil.rmtree(vault.root / "memory")
+    (vault.root / "pins").write_text("oops")
+    assert [p.path.name for p in vault.folder_problems()] == ["pins"]  # not pins/notes and pins/plans again

@@ -616,3 +616,10 @@ def test_walk_lists_each_folders_files_by_name_then_its_subfolders(vault: Vault)
     assert [f.rel for f in vault.walk()] == ["memory/a.md", "memory/b.md", "memory/c.md", "memory/a/z.md",
                                              "memory/a/b/y.md", "memory/b/x.md"]
     assert [folder.rel for folder in vault.walk_folders()] == ["memory", "memory/a", "memory/a/b", "memory/b"]
+
+
+def test_writing_where_a_file_sits_in_the_folders_place_is_a_clear_error(vault: Vault) -> None:
+    (vault.root / "memory").write_text("not a folder")
+    with pytest.raises(BadFile, match="memory: is a file where a folder should be"):
+        vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
+    assert (vault.root / "memory").read_text() == "not a folder"

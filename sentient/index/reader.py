@@ -239,9 +239,10 @@ class Reader:
         return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None) for r in rows]
 
     def problems(self) -> list[Problem]:
+        """The vault's folders that cannot be listed (looked at now), then the files that cannot be read."""
         with self._reading() as conn:
             rows = conn.execute("SELECT path, reason, fix, kind FROM problems ORDER BY path").fetchall()
-        return [Problem(self.vault.root / r[0], r[1], r[2], r[3]) for r in rows]
+        return self.vault.folder_problems() + [Problem(self.vault.root / r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def _until(value: str | None) -> str | None:

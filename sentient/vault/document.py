@@ -633,7 +633,11 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
     file. Returns the hash of the bytes written.
     """
     data = text.encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise BadFile(path.parent, "is a file where a folder should be, so nothing can be written in it",
+                      "Move the file away and let Sentient make the folder") from None
     fd, tmp_name = _temp_file(path, temp_dir)
     tmp = Path(tmp_name)
     try:

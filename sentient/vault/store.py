@@ -100,6 +100,9 @@ _TOPS: dict[str, _Place] = {
     "tasks": ("tasks", ""),
     "people": ("people", ""),
 }
+# the folders whose being unreadable is reported (Vault.folder_problems), and the kind each holds
+_FOLDER_KINDS = {"memory": "memory", "pins": "note", "pins/notes": "note", "pins/plans": "plan", "skills": "skill",
+                 "sessions": "session", "tasks": "task", "people": "people"}
 _REACH = {"pins": {"note", "plan"}, "tasks": {"task", "notepad", "run"}, "task": {"task", "notepad", "run"}}
 _TASK_FILES = {"task.md": "task", "notepad.md": "notepad"}
 
@@ -249,6 +252,35 @@ class Vault:
         for name, path, sub in sorted(subfolders):
             yield from self._walk_folder(path, f"{rel}/{name}", sub, kinds)
 
+    def folder_problems(self, kinds: set[str] | None = None) -> list[Problem]:
+        """The vault's document folders (memory/, pins/notes/, ...) that are there but cannot be
+        listed: a file in a folder's place, a link to nothing, no permission. What they hold is
+        unknown, which is not the same as nothing (a walk just finds no files there)."""
+        problems: list[Problem] = []
+        for rel, kind_name in _FOLDER_KINDS.items():
+            inside_bad = any(rel.startswith(f"{problem.path.name}/") for problem in problems)  # pins/notes of pins
+            if inside_bad or (kinds is not None and kind_name not in kinds):
+                continue
+            path = self.root / rel
+            try:
+                with os.scandir(path):
+                    pass
+            except FileNotFoundError:
+                if not os.path.lexists(path):
+                    continue  # not there at all: simply nothing yet
+                reason = "is a link to something that does not exist"
+                with suppress(OSError):
+                    reason = f"is a link to {os.readlink(path)}, which does not exist"
+            except NotADirectoryError:
+                reason = "is a file where the folder should be"
+            except OSError as exc:
+                reason = f"cannot be listed ({exc.strerror})"
+            else:
+                continue
+            problems.append(Problem(path, reason, "Make it a folder Sentient can read; until then what it holds is "
+                                                  "left out, and nothing says it is empty", kind_name))
+        return problems
+
     def classify_path(self, path: Path) -> tuple[str, str] | None:
         try:
             rel = PurePosixPath(path.resolve().relative_to(self.root).as_posix())
@@ -327,7 +359,7 @@ class Vault:
                 documents.append(self.read(kind_name, key, founds[0].path))
             except BadFile as exc:
                 problems.append(Problem(exc.path, exc.reason, exc.fix, kind_name))
-        return Listing(documents, problems)
+        return Listing(documents, self.folder_problems(kinds) + problems)
 
     def documents(self, kind_name: str) -> list[Document]:
         return self.scan({kind_name}).documents
