@@ -635,3 +635,14 @@ def test_an_absent_folder_is_no_problem(vault: Vault, index: Index) -> None:
     shutil.rmtree(vault.root / "memory")
     (vault.root / "pins").write_text("oops")
     assert [p.path.name for p in vault.folder_problems()] == ["pins"]  # not pins/notes and pins/plans again
+
+
+def test_an_entry_with_no_scope_is_global(vault: Vault, index: Index) -> None:
+    write(vault, "memory/hand.md", "Made by hand: tea with cardamom.\n")
+    write(vault, "memory/app.md", entry("Tea", "tea with cardamom", scope="global"))
+    write(vault, "memory/work.md", entry("Tea at work", "tea with cardamom", scope="acme"))
+    index.sync()
+    assert sorted(d.key for d in index.documents("memory", scope="global")) == ["app", "hand"]
+    assert [d.key for d in index.documents("memory", scope="acme")] == ["work"]
+    assert sorted(h.key for h in index.search("cardamom", scope="global")) == ["app", "hand"]
+    assert [h.key for h in index.search("cardamom", scope="acme")] == ["work"]

@@ -101,7 +101,7 @@ class Reader:
         out the words found in more than a tenth of all entries when the query has other words,
         which rank above them anyway: a word weighs less the more entries hold it.
         """
-        filters = {"d.kind = ?": kind, "d.scope = ?": scope, "d.category = ?": category,
+        filters = {"d.kind = ?": kind, _scope_clause("d.scope", scope): scope, "d.category = ?": category,
                    "d.updated >= ?": _when(since), "d.updated <= ?": _until(until)}
         clauses = "".join(f" AND {sql}" for sql, value in filters.items() if value is not None)
         params = [value for value in filters.values() if value is not None]
@@ -213,7 +213,7 @@ class Reader:
 
     def documents(self, kind: str | None = None, *, scope: str | None = None) -> list[IndexedDoc]:
         """Every indexed document (of one kind, in one scope), ordered by kind and key."""
-        where = {"kind = ?": kind, "scope = ?": scope}
+        where = {"kind = ?": kind, _scope_clause("scope", scope): scope}
         sql = " AND ".join(clause for clause, value in where.items() if value is not None)
         return self._select(f"WHERE {sql}" if sql else "", tuple(v for v in where.values() if v is not None))
 
@@ -243,6 +243,11 @@ class Reader:
         with self._reading() as conn:
             rows = conn.execute("SELECT path, reason, fix, kind FROM problems ORDER BY path").fetchall()
         return self.vault.folder_problems() + [Problem(self.vault.root / r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def _scope_clause(column: str, scope: str | None) -> str:
+    """A filter on scope: an entry with none is global (the scope a written entry gets by default)."""
+    return f"({column} = ? OR {column} IS NULL)" if scope == "global" else f"{column} = ?"
 
 
 def _until(value: str | None) -> str | None:
