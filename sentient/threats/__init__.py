@@ -3,15 +3,18 @@
 Memory is where outside text can settle for good, so every entry is judged when it is written
 and again when it is read. This package is the judging, and nothing else:
 
-- views.py        the views of a text patterns match against (invisible characters, look-alike
-                  letters, HTML entities, markup, odd spacing undone)
+- normalisation.py the steps that make a text's views (invisible characters, look-alike
+                  letters, HTML entities, markup, odd spacing undone), each over a whole string
+- views.py        `Normalised`: the views of one text, lower-cased and encoded on demand, and
+                  the word sets the keyword pre-checks use
+- automata.py     Hyperscan databases: compiled once, kept on disk, scanned from any thread
 - expressions.py  each pattern's regexes read once for a faster way to run them exactly
 - patterns.py     `PatternSet.load()`: the versioned set in sentient/data/patterns.yaml plus a
                   vault's own patterns, checked and compiled; the keyword pre-check
 - supersets.py    each regex rewritten for Hyperscan to match at least where it matches
 - prefilter.py    Hyperscan's databases: where matches of which expressions may start
 - scan.py         `scan(text, patterns)`: the findings. Pure: no I/O, no state
-- batch.py        `scan_many(texts, patterns)`: the same for many short texts at once
+- batch.py        `scan_many(texts, patterns)`: the same for many texts at once, joined
 - judge.py        `ThreatJudge`: judgments cached by (content revision, pattern-set
                   fingerprint), so judging an unchanged entry on every read is a lookup
 

@@ -1,101 +1,137 @@
-"""Batches: many short texts scanned together, with the findings each would have alone.
+"""Batches: many texts scanned together, with the findings each would have alone.
 
 A note of a hundred bytes costs a scan more in Python calls (views, Hyperscan, lookups) than in
-scanning. `scan_many` pays those calls once per batch instead: the texts are joined with a
-separator, each view of the whole batch is made with a few calls over one long string, and
-Hyperscan runs once per view. A match it reports is put to the text it starts in; only the
-texts with one are then scanned in Python, for their own findings. A match across two texts is
-only an extra text to look at: every finding comes from scanning a text alone.
+scanning, and a file of a few kilobytes still pays each normalisation step and each Hyperscan
+database once. `scan_many` pays those once per batch instead: the texts are joined by SEPARATOR,
+the views of the joined text are made with a few passes over one long string (each step of
+normalisation.py gives, for texts joined by SEPARATOR, their own views joined by it), and
+Hyperscan runs once per view. A match it reports is put to the text it lies in (no rewrite
+matches the NUL of a separator, so none runs from one text into the next); only the texts with
+one, or with invisible characters (for the raw view's patterns), are then scanned in Python,
+on their own views cut from the joined ones, for their own findings, and only where Hyperscan
+says matches may start.
 
-The joined views are made at once for texts that are their own raw, lines and plain views
-(ASCII, no markup; views.unchanged), most notes; the others' views are made one by one, then
-joined. A text longer than SHORT_TEXT is scanned alone.
+Only ASCII texts are joined: one character outside ASCII makes Python store the whole joined
+string wider (up to four bytes a character), and every pass over it slower than the passes
+over each text alone, most of which are ASCII or narrow. A text with a character outside
+ASCII, one longer than LONE_TEXT, or one holding a NUL itself, is scanned alone.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from itertools import accumulate
 
-from sentient.threats.patterns import SHORT_TEXT, PatternSet
+from sentient.threats.normalisation import SEPARATOR, characters, clean, join_spaced, strip_markup, unescape
+from sentient.threats.patterns import PatternSet
 from sentient.threats.prefilter import Prefilter, Subject
-from sentient.threats.scan import Finding, findings, python_only, scan
-from sentient.threats.views import unchanged
+from sentient.threats.scan import Finding, Plan, findings, python_only, scan
+from sentient.threats.views import Normalised
 
-SEPARATOR = "\n\x00\n"  # line breaks keep ^ and $ of multi-line expressions at a text's ends
+LONE_TEXT = 1_000_000  # characters; a longer text gains nothing from joining
+JOINED_CHARS = 4_000_000  # texts are joined in batches of about this many characters
+
+Plans = dict[int, Plan]  # by text number
 
 
 def scan_many(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
-    """`[scan(text, patterns) for text in texts]`, faster for many short texts (a longer one is
-    scanned alone: joining it would gain nothing)."""
-    short = [number for number, text in enumerate(texts) if len(text) <= SHORT_TEXT]
+    """`[scan(text, patterns) for text in texts]`, faster for many texts."""
+    prefilter = patterns.prefilter
+    if prefilter is None:
+        return [scan(text, patterns) for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
-    for number, findings_of in zip(short, _scan_short([texts[n] for n in short], patterns), strict=True):
-        found[number] = findings_of
-    for number in set(range(len(texts))).difference(short):
-        found[number] = scan(texts[number], patterns)
+    batch: list[int] = []
+    size = 0
+    for number, text in enumerate(texts):
+        if len(text) > LONE_TEXT or not text.isascii():
+            found[number] = scan(text, patterns)
+            continue
+        batch.append(number)
+        size += len(text)
+        if size >= JOINED_CHARS:
+            _scan_batch(texts, batch, patterns, prefilter, found)
+            batch, size = [], 0
+    if batch:
+        _scan_batch(texts, batch, patterns, prefilter, found)
     return found
 
 
-def _scan_short(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
-    prefilter = patterns.prefilter
+def _scan_batch(
+    texts: Sequence[str], batch: list[int], patterns: PatternSet, prefilter: Prefilter, found: list[list[Finding]]
+) -> None:
+    for number, findings_of in zip(batch, _scan_joined([texts[n] for n in batch], patterns, prefilter), strict=True):
+        found[number] = findings_of
+
+
+def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilter) -> list[list[Finding]]:
     joined = SEPARATOR.join(texts)
-    if prefilter is None or len(texts) < 2 or joined.count("\x00") != len(texts) - 1:  # a text holds one
+    if len(texts) < 2 or joined.count("\x00") != len(texts) - 1:  # a text holds a NUL: each alone
         return [scan(text, patterns) for text in texts]
-    starts = [0, *accumulate(len(text) + len(SEPARATOR) for text in texts[:-1])]
-    plain = unchanged(texts, joined, starts)
+    raw = unescape(joined)
+    lines, hidden_at, cased = clean(raw)
+    lines = join_spaced(lines)
+    plain = strip_markup(lines)
+    views = Normalised.of_views(joined, raw, lines, plain, hidden_at, cased)
     plans: Plans = {}
-    lowered, flat = joined.lower(), None
-    for subject in prefilter.subjects:  # the texts that are their own views, all at once
-        view, as_written = subject
-        if view == "flat":
-            flat = flat if flat is not None else " ".join(joined.split())  # a separator is " \x00 " there
-            text = flat if as_written else flat.lower()
-        else:
-            text = joined if as_written else lowered
-        _put(prefilter, subject, text, range(len(texts)), plans)
-    others = [number for number, unchanged_text in enumerate(plain) if not unchanged_text]
-    views = {number: patterns.normalise(texts[number]) for number in others}
-    for subject in prefilter.subjects:  # the others, view by view
-        text = SEPARATOR.join(views[number].subject(*subject) for number in others)
-        if text.count("\x00") != len(others) - 1:
-            plans.update({number: dict.fromkeys(patterns.candidates(views[number])) for number in others})
-            break
-        _put(prefilter, subject, text, others, plans)
+    pieces: dict[int, list[tuple[Subject, bytes]]] = {}  # by text: its subjects' UTF-8, for its views
+    for subject in prefilter.subjects:
+        data = views.encoded(*subject)
+        if data is None:  # a lone surrogate (no UTF-8): each alone
+            return [scan(text, patterns) for text in texts]
+        _put(prefilter, subject, data, plans, pieces)
+    raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
+    lines_of = lines.split(SEPARATOR) if lines is not raw else raws
+    plains = plain.split(SEPARATOR) if plain is not lines else lines_of
+    hidden_by_text: dict[int, list[int]] = {}
+    if hidden_at:
+        starts = list(accumulate((len(text) + len(SEPARATOR) for text in raws[:-1]), initial=0))
+        for at in hidden_at:
+            number = bisect.bisect_right(starts, at) - 1
+            hidden_by_text.setdefault(number, []).append(at - starts[number])
     found: list[list[Finding]] = []
+    everyone = not prefilter.python_only_raw  # patterns Hyperscan cannot run need every text looked at
     for number, text in enumerate(texts):
-        if number not in plans and plain[number] and prefilter.python_only_raw:
+        hidden = hidden_by_text.get(number)
+        if number not in plans and hidden is None and not everyone:
             found.append([])  # nothing may match, and it has no invisible characters
             continue
-        seen = views.get(number) or patterns.normalise(text)
-        found.append(findings(seen, patterns, python_only(seen, patterns, dict(plans.get(number, {})))))
+        seen = Normalised.of_views(text, raws[number], lines_of[number], plains[number], tuple(hidden or ()),
+                                   cased, patterns.vocabulary)  # fmt: skip
+        for subject, data in pieces.get(number, ()):
+            seen.know(*subject, data)
+        found.append(findings(seen, patterns, python_only(seen, patterns, plans.get(number, {}))))
     return found
 
 
-Plans = dict[int, dict[int, dict[int, list[int] | None] | None]]  # by text number: its plan (scan.Plan)
-
-
-def _put(prefilter: Prefilter, subject: Subject, text: str, numbers: Sequence[int], plans: Plans) -> None:
-    """Add to `plans` the expressions Hyperscan reports in the joined view `text` of the texts
-    `numbers`, to the texts their matches start in (Python's engine then searches those whole)."""
+def _put(prefilter: Prefilter, subject: Subject, data: bytes, plans: Plans,
+         pieces: dict[int, list[tuple[Subject, bytes]]]) -> None:  # fmt: skip
+    """Add to `plans` the expressions Hyperscan reports in the joined view `data`, to the texts
+    their matches may start in, with where in the text (character offsets in its own view); and
+    to `pieces` those texts' parts of `data`."""
     keys = prefilter.keys(subject)
-    for place, number in _reported(prefilter, subject, text.encode("utf-8", "surrogatepass")):
-        pattern, expression = keys[number]
-        plan = plans.setdefault(numbers[place], {})
-        expressions = plan.setdefault(pattern, {})
-        if expressions is not None:
-            expressions[expression] = None
-
-
-def _reported(prefilter: Prefilter, subject: Subject, data: bytes) -> list[tuple[int, int]]:
-    """(text number, expression number in the subject's database) of every match Hyperscan
-    reports in the joined view: the text a match starts in is the count of separators before."""
-    starts = prefilter.start_bytes(subject, data)
-    ordered = sorted((offset, number) for number, offsets in starts.items() for offset in offsets)
-    reported: list[tuple[int, int]] = []
-    text, counted = 0, 0
-    for offset, number in ordered:
-        text += data.count(b"\x00", counted, offset)
+    reported: dict[int, dict[int, list[int]]] = {}  # by text: byte offsets in `data` by expression
+    bounds: dict[int, tuple[int, int]] = {}
+    text, counted, begin = 0, 0, 0
+    ordered = sorted((offset, number) for number, offsets in prefilter.start_bytes(subject, data).items()
+                     for offset in offsets)  # fmt: skip
+    for offset, number in ordered:  # the text a match starts in is the count of separators before
+        separators = data.count(b"\x00", counted, offset)
+        if separators:
+            text += separators
+            begin = data.rfind(b"\x00", counted, offset) + 2  # a separator is "\n\x00\n", or " \x00 " in flat
         counted = offset
-        reported.append((text, number))
-    return reported
+        if text not in bounds:
+            end = data.find(b"\x00", offset)
+            bounds[text] = (begin, len(data) if end == -1 else end - 1)
+        reported.setdefault(text, {}).setdefault(number, []).append(offset - begin)
+    for text, by_expression in reported.items():
+        begin, end = bounds[text]
+        piece = data[begin:end]
+        pieces.setdefault(text, []).append((subject, piece))
+        plan = plans.setdefault(text, {})
+        for number, offsets in by_expression.items():
+            pattern, expression = keys[number]
+            expressions = plan.setdefault(pattern, {})
+            if expressions is not None:
+                expressions[expression] = characters(piece, offsets)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sentient.threats.views import UNHIDABLE
+from sentient.threats.normalisation import UNHIDABLE
 
 _parser: Any = importlib.import_module("re._parser")  # the engine's own parser; no public one
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sentient.threats.expressions import Searcher
+from sentient.threats.normalisation import UNHIDE
 from sentient.threats.patterns import Pattern, PatternSet
-from sentient.threats.views import UNHIDE, Normalised, is_word_char
+from sentient.threats.views import Normalised, is_word_char
 
 EXCERPT_CHARS = 80
 

@@ -1,0 +1,124 @@
+"""Automata: Hyperscan databases, compiled once, kept on disk, and scanned from any thread.
+
+Hyperscan compiles many expressions into one automaton and runs it over bytes in one pass of
+C. Compiling the shipped pattern set takes two or three seconds, which the first long text a
+process scans would otherwise wait for, so every compiled database is kept in the user's cache
+folder and loaded in milliseconds by later processes. Without the `hyperscan` package there
+are no automata and everything is scanned in pure Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import tempfile
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+hyperscan: Any
+try:
+    import hyperscan
+except ImportError:  # the pure-Python scan finds the same; it is only slower
+    hyperscan = None
+
+_VERSION = "" if hyperscan is None else metadata.version("hyperscan")
+# Multi-line: ^ and $ at line breaks. Prefilter: an expression Hyperscan would refuse is taken in
+# a wider form that matches at least as much (the scanner only uses what it reports to choose).
+MULTILINE = 0 if hyperscan is None else hyperscan.HS_FLAG_MULTILINE
+PREFILTER = 0 if hyperscan is None else hyperscan.HS_FLAG_PREFILTER
+
+
+def available() -> bool:
+    return hyperscan is not None
+
+
+class Automaton:
+    """One compiled database of expressions (numbered in order). Safe to share between threads:
+    each thread scans with its own scratch space."""
+
+    def __init__(self, database: Any) -> None:
+        self._database = database
+        self._local = threading.local()
+
+    @classmethod
+    def build(cls, sources: Sequence[bytes], prefilter: bool = True) -> Automaton | None:
+        """The automaton of the expressions, or None without Hyperscan or when it refuses one."""
+        if hyperscan is None:
+            return None
+        try:
+            return cls(_database(tuple(sources), MULTILINE | (PREFILTER if prefilter else 0)))
+        except hyperscan.error:
+            return None
+
+    def ends(self, data: bytes) -> dict[int, list[int]]:
+        """Where matches end in `data` (byte offsets, ascending), by expression number."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(self._database)
+        found: dict[int, list[int]] = {}
+
+        def collect(number: int, start: int, end: int, flags: int, context: object) -> None:
+            found.setdefault(number, []).append(end)
+
+        self._database.scan(data, match_event_handler=collect, scratch=scratch)
+        return found
+
+
+def compiles(sources: Sequence[bytes], prefilter: bool = True) -> bool:
+    """Whether Hyperscan takes these expressions together (without keeping the result)."""
+    try:
+        hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
+            expressions=list(sources), ids=list(range(len(sources))), elements=len(sources),
+            flags=MULTILINE | (PREFILTER if prefilter else 0),
+        )  # fmt: skip
+    except hyperscan.error:
+        return False
+    return True
+
+
+@lru_cache(maxsize=16)
+def _database(sources: tuple[bytes, ...], flags: int) -> Any:
+    """One compiled database, reporting every match. Cached in the process, and on disk (see
+    `_cache_file`)."""
+    cached = _cache_file(sources, flags)
+    if cached is not None:
+        try:
+            return hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK)
+        except (OSError, hyperscan.error):  # none yet, or made elsewhere (another CPU): compile again
+            pass
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=list(sources), ids=list(range(len(sources))), elements=len(sources), flags=flags)
+    if cached is not None:
+        _store(cached, hyperscan.dumpb(database))
+    return database
+
+
+def _cache_file(sources: tuple[bytes, ...], flags: int) -> Path | None:
+    """Where the compiled database of these expressions is kept: the user's cache folder
+    ($XDG_CACHE_HOME or ~/.cache, then sentient/hyperscan/), named by a hash of the expressions,
+    the flags, the Hyperscan version and the machine. None when there is no home to put it in."""
+    try:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:  # no home directory
+        return None
+    digest = hashlib.sha256(f"{_VERSION}|{flags}|{platform.machine()}".encode())
+    for source in sources:
+        digest.update(len(source).to_bytes(4, "big") + source)
+    return root / "sentient" / "hyperscan" / f"{digest.hexdigest()[:32]}.db"
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write a compiled database for the next process; a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)  # whole or not at all, if two processes race
+    except OSError:
+        pass

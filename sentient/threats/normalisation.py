@@ -1,0 +1,354 @@
+"""Normalisation: the steps that make the views of a text (views.py), each over a whole string.
+
+A pattern sees a text the way a model would read it, not the way it is spelled. The steps, in
+order: HTML entities decoded (`unescape`: the raw view); invisible characters removed, Unicode
+tags decoded, NFKC, look-alike letters folded to Latin (`clean`) and letter-spaced words joined
+(`join_spaced`): the lines view; HTML tags, comment markers and emphasis dropped
+(`strip_markup`): the plain view; whitespace collapsed: the flat view.
+
+Speed comes from a few passes of C over the whole string and Python only where a step can
+change something: invisible characters, NFKC and look-alikes are all non-ASCII, so only the
+non-ASCII runs of a text are touched (ASCII is NFKC-stable and no composition pairs an ASCII
+character with the one before it, so normalising runs one by one gives the same text as
+normalising the whole), and a run already seen is looked up, not worked out again;
+letter-spaced words are joined only on lines that hold three single letters in a row.
+
+Every step gives the same text for texts joined by SEPARATOR as for each text alone, joined
+by it (batch.py relies on that): each works within a line, or (tags) never across a NUL, and
+lower-casing sees a line break at a text's ends just as it sees the start or end of a string.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from functools import lru_cache
+
+from sentient.threats.automata import Automaton
+
+# Texts joined by this make a joined text whose views are the texts' views joined by it.
+SEPARATOR = "\n\x00\n"
+
+# Removed before matching: zero-width characters, joiners, bidirectional controls, soft hyphen,
+# variation selectors, fillers that render as nothing. Unicode tag characters (U+E0020-E007E)
+# spell ASCII invisibly, so they are decoded to the ASCII they hide rather than dropped.
+_INVISIBLE = (
+    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0]
+    + list(range(0x200B, 0x2010))
+    + list(range(0x202A, 0x202F))
+    + list(range(0x2060, 0x2070))
+    + list(range(0xFE00, 0xFE10))
+    + list(range(0xE0100, 0xE01F0))
+)
+UNHIDE: dict[int, str | None] = {code: None for code in _INVISIBLE}
+UNHIDE.update({code: None for code in range(0xE0000, 0xE0080)})
+UNHIDE.update({0xE0000 + code: chr(code) for code in range(0x20, 0x7F)})
+
+# Letters from other scripts that pass for Latin ones (applied after NFKC), and typographic
+# quotes, so "ignоre" with a Cyrillic о and "don’t" with a curly apostrophe match.
+LOOKALIKES = {
+    # Cyrillic
+    "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i",
+    "ј": "j", "к": "k", "ӏ": "l", "м": "m", "н": "h", "о": "o", "р": "p", "ԛ": "q", "г": "r",
+    "ѕ": "s", "т": "t", "ц": "u", "ѵ": "v", "ԝ": "w", "х": "x", "у": "y",
+    "А": "A", "В": "B", "С": "C", "Е": "E", "Н": "H", "І": "I", "Ј": "J", "К": "K", "М": "M",
+    "О": "O", "Р": "P", "Ѕ": "S", "Т": "T", "Х": "X", "У": "Y", "Ԛ": "Q", "Ԝ": "W", "Ү": "Y",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
+    "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w", "ς": "s",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # Latin and Armenian variants
+    "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ʟ": "l", "ᴀ": "a", "ᴇ": "e", "ᴏ": "o", "օ": "o",
+    "ս": "u", "հ": "h", "ո": "n",
+    # Quotes and dashes
+    "\u2018": "'", "\u2019": "'", "\u201b": "'", "\u2032": "'", "\u02bc": "'",
+    "\u201c": '"', "\u201d": '"', "\u201f": '"', "\u2033": '"',
+    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-", "\u2212": "-",
+}  # fmt: skip
+# Every expression below starts with a character or a class, so that the engine can skip ahead
+# to where a match may start instead of trying every position.
+FOLDABLE = re.compile("[" + "".join(LOOKALIKES) + "]")
+UNHIDABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+# Runs of three or more single letters split by one space, dot, dash or asterisk: "i g n o r e".
+SPACED_LETTERS = re.compile(r"[^\W\d_](?<![^\W\d_].)(?:[ .*-][^\W\d_]){2,}(?![^\W\d_])")
+_SPACER = re.compile(r"[ .*-]")
+# Where spaced letters may be: with ASCII letters as 'a', spacers ' ', the lead byte of any
+# other character (a letter or not) 'u' and anything else '#', and every run of two or more
+# 'a' then made 'b', a join needs three of 'a' or 'u' split by single spaces.
+_LETTER_BYTES = bytes(
+    97 if (65 <= b <= 90 or 97 <= b <= 122) else 117 if b >= 0xC0 else 32 if b in b" .*-" else 35 for b in range(256)
+)
+_SPACED_HINT = re.compile(rb"[au] [au] [au]")
+_SPACED_MIDDLE = re.compile(rb" a a(?!a)")  # in ASCII text: the last two of three single letters
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+# Where runs of bytes of non-ASCII characters end (0) and start (1), as UTF-8 for Hyperscan.
+_RUN_BYTES = (rb"[\x80-\xff](?:[\x00-\x7f]|$)", rb"(?:^|[\x00-\x7f])[\x80-\xff]")
+# From this many characters on, Hyperscan finds runs and spaced letters quicker than Python.
+LONG_TEXT = 2048
+MANY_CASED = 8  # with more non-ASCII characters that lower-casing changes, lower-case as text
+# The same as bytes of UTF-8, for Hyperscan: a single letter (an ASCII one after no ASCII letter,
+# or the last byte of any other character), a spacer, a letter alone, a spacer, and a letter not
+# followed by an ASCII one (or the first byte of any other character).
+_SPACED_BYTES = (
+    rb"(?:(?:^|[^a-zA-Z])[a-zA-Z]|[\x80-\xbf])[ .*\-](?:[a-zA-Z]|[\xc0-\xff][\x80-\xbf]{1,3})[ .*\-]"
+    rb"(?:[a-zA-Z](?:[^a-zA-Z]|$)|[\xc0-\xff])"
+)
+# HTML tags and comment markers; inline formatting tags vanish, others become a space.
+TAG = re.compile(r"<!--|-->|</?([a-zA-Z][a-zA-Z0-9]*)\b[^<>]{0,300}>")
+# TAG's matches that start with '<', never across a NUL (no text has one: see SEPARATOR).
+# Starting with a literal character, it is found much faster than TAG.
+_OPENING_TAG = re.compile(r"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>\x00]{0,300}>)")
+INLINE_TAGS = {"b", "i", "u", "s", "em", "strong", "span", "mark", "small", "sup", "sub", "font", "code",
+               "kbd", "del", "ins", "a", "abbr", "q", "tt", "strike"}  # fmt: skip
+EMPHASIS = re.compile(r"\*\**|~~|__+")
+_UNDERSCORES = re.compile("__+")
+# What str.split() splits at, as bytes of ASCII ('\x1c'-'\x1f' too), each made a space.
+_SPACES = bytes(32 if (9 <= b <= 13 or 28 <= b <= 32) else b for b in range(256))
+_WIDE_SPACE_BYTES = re.compile(
+    b"|".join(re.escape(chr(code).encode()) for code in range(0x80, 0x3001) if chr(code).isspace())
+)
+_RUNS_OF_SPACES = re.compile(b"  +")
+_ASCII_BYTES = bytes(range(0x80))
+
+
+def unescape(text: str) -> str:
+    """The raw view: HTML entities decoded."""
+    return html.unescape(text) if "&" in text else text
+
+
+def clean(raw: str) -> tuple[str, tuple[int, ...], frozenset[str]]:
+    """Invisible characters removed (tags decoded), NFKC, look-alikes folded: on the non-ASCII
+    runs only. Returns the text, the positions of the invisible characters in `raw`, and the
+    non-ASCII characters of the text that lower-casing changes (see `lower_bytes`)."""
+    if raw.isascii():
+        return raw, (), _NONE
+    parts: list[str] = []
+    hidden: list[int] = []
+    cased = _NONE
+    done = 0
+    for start, end in _runs(raw):
+        before = raw[start - 1] if start else ""  # the ASCII character before may compose with the run
+        cleaned, offsets, cased_here = _cleaned(before, raw[start:end])
+        if cased_here:
+            cased |= cased_here
+        if offsets:
+            hidden += [start + offset for offset in offsets]
+        if cleaned is not None:
+            parts += [raw[done : start - len(before)], cleaned]
+            done = end
+    if not parts:
+        return raw, tuple(hidden), cased
+    parts.append(raw[done:])
+    return "".join(parts), tuple(hidden), cased
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    """Where the runs of non-ASCII characters of a text are, as [start, end) character offsets.
+    By Hyperscan when it is there and the text is long (a regular expression is slow here)."""
+    automaton = _runs_automaton() if len(text) > LONG_TEXT else None
+    data = _utf8(text) if automaton is not None else None
+    if automaton is None or data is None:
+        return [run.span() for run in _NON_ASCII.finditer(text)]
+    ends = automaton.ends(data)
+    size = len(data)
+    starts = characters(data, sorted({end - 1 for end in ends.get(1, ())}))
+    stops = characters(data, sorted({end if end == size and data[-1] >= 0x80 else end - 1 for end in ends.get(0, ())}))
+    return list(zip(starts, stops, strict=True))
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (from a file read with surrogateescape)
+        return None
+
+
+@lru_cache(maxsize=1)
+def _runs_automaton() -> Automaton | None:
+    return Automaton.build(_RUN_BYTES, prefilter=False)
+
+
+@lru_cache(maxsize=8192)
+def _cleaned(before: str, run: str) -> tuple[str | None, tuple[int, ...], frozenset[str]]:
+    """One non-ASCII run of a text, with the ASCII character before it (if any) in front:
+    (the two cleaned, or None when unchanged; where the invisible characters of the run are;
+    the non-ASCII characters of the cleaned run that lower-casing changes)."""
+    chunk = run
+    offsets: tuple[int, ...] = ()
+    if UNHIDABLE.search(chunk) is not None:
+        offsets = tuple(found.start() for found in UNHIDABLE.finditer(chunk))
+        chunk = UNHIDABLE.sub(_unhide, chunk)
+    chunk = before + chunk
+    if not unicodedata.is_normalized("NFKC", chunk):
+        chunk = unicodedata.normalize("NFKC", chunk)
+    if FOLDABLE.search(chunk) is not None:
+        chunk = FOLDABLE.sub(_fold, chunk)
+    cased = frozenset(char for char in chunk if not char.isascii() and char.lower() != char)
+    return (None if chunk == before + run else chunk), offsets, cased
+
+
+def _unhide(match: re.Match[str]) -> str:
+    return UNHIDE[ord(match.group())] or ""
+
+
+def _fold(match: re.Match[str]) -> str:
+    return LOOKALIKES[match.group()]
+
+
+def join_spaced(lines: str) -> str:
+    """Letter-spaced words joined ("i g n o r e" -> "ignore"), line by line where they may be."""
+    if lines.isascii():
+        encoded = lines.encode()
+        if not _may_be_spaced(encoded.translate(_LETTER_BYTES)):
+            return lines
+    starts = _spaced_hints(lines)
+    if not starts:
+        return lines
+    parts: list[str] = []
+    done = -1  # the end of the last line joined (a hint may be at its line break)
+    for at in starts:
+        if at <= done:
+            continue
+        start = lines.rfind("\n", 0, at) + 1
+        end = lines.find("\n", at)
+        end = len(lines) if end == -1 else end
+        parts += [lines[max(done, 0) : start], SPACED_LETTERS.sub(_join_letters, lines[start:end])]
+        done = end
+    parts.append(lines[max(done, 0) :])
+    return "".join(parts)
+
+
+def _join_letters(match: re.Match[str]) -> str:
+    return _SPACER.sub("", match.group(0))
+
+
+def _may_be_spaced(mapped: bytes) -> bool:
+    """For ASCII text (see _LETTER_BYTES): three single letters split by single spacers."""
+    found = _SPACED_MIDDLE.search(mapped)
+    while found is not None:
+        at = found.start()
+        if at and mapped[at - 1] == 97 and (at < 2 or mapped[at - 2] != 97):
+            return True
+        found = _SPACED_MIDDLE.search(mapped, at + 1)
+    return False
+
+
+def _spaced_hints(lines: str) -> list[int]:
+    """Places (character offsets, ascending) on the lines where three single letters split by
+    single spacers may be: every such line has one. By Hyperscan when it is there."""
+    automaton = _spaced_automaton() if len(lines) > LONG_TEXT else None
+    data = _utf8(lines) if automaton is not None else None
+    if automaton is None or data is None:
+        mapped = lines.encode("utf-8", "surrogatepass").translate(_LETTER_BYTES, _CONTINUATION_BYTES)
+        singles = mapped.replace(b"aa", b"bb").replace(b"ba", b"bb")  # one byte per character
+        return [hint.start() for hint in _SPACED_HINT.finditer(singles)]
+    ends = automaton.ends(data)
+    if not ends:
+        return []
+    return characters(data, sorted({end - 1 for found in ends.values() for end in found}))
+
+
+@lru_cache(maxsize=1)
+def _spaced_automaton() -> Automaton | None:
+    return Automaton.build((_SPACED_BYTES,), prefilter=False)
+
+
+def strip_markup(lines: str) -> str:
+    """The plain view: HTML tags and comment markers removed (inline formatting tags vanish,
+    others become a space), then emphasis marks."""
+    plain = lines
+    if "<" in lines:
+        plain = _strip_tags(lines)
+    elif "-->" in lines:
+        plain = lines.replace("-->", " ")
+    if "*" in plain or "~" in plain or "__" in plain:
+        plain = _unemphasise(plain)
+    return plain
+
+
+def _strip_tags(text: str) -> str:
+    """TAG's substitution, quicker: the matches starting with '<' are found on their own (none
+    holds another '<', and no "-->" holds one), and a "-->" counts where none of them covers it."""
+    if "-->" not in text:
+        return _OPENING_TAG.sub(_untag, text)
+    parts: list[str] = []
+    done = 0
+    for tag in _OPENING_TAG.finditer(text):
+        parts += [text[done : tag.start()].replace("-->", " "), _untag(tag)]
+        done = tag.end()
+    parts.append(text[done:].replace("-->", " "))
+    return "".join(parts)
+
+
+def _untag(match: re.Match[str]) -> str:
+    name = match.group(1)
+    return "" if name is not None and name.lower() in INLINE_TAGS else " "
+
+
+def _unemphasise(text: str) -> str:
+    """Emphasis marks removed (EMPHASIS). The three kinds use different characters, so they can
+    be removed one kind after another, asterisks last (removing one never makes another that the
+    single pass would not have seen), unless a tilde touches an underscore."""
+    tildes, unders = "~" in text, "_" in text
+    if tildes and unders and ("~_" in text or "_~" in text):
+        return EMPHASIS.sub("", text)
+    if unders and "__" in text:
+        text = _UNDERSCORES.sub("", text)
+    if tildes and "~~" in text:
+        text = text.replace("~~", "")
+    return text.replace("*", "") if "*" in text else text
+
+
+def collapse(plain: str) -> str:
+    """The flat view: every run of whitespace one space, none at the ends."""
+    return " ".join(plain.split())
+
+
+def collapse_bytes(data: bytes) -> bytes | None:
+    """`collapse` on UTF-8 bytes, or None when they hold whitespace outside ASCII (then use
+    `collapse` on the text)."""
+    if not data.isascii() and _WIDE_SPACE_BYTES.search(data.translate(None, _ASCII_BYTES)) is not None:
+        return None
+    return _RUNS_OF_SPACES.sub(b" ", data.translate(_SPACES)).strip(b" ")
+
+
+def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
+    """The UTF-8 of the text lower-cased. `cased`: the non-ASCII characters of the text that
+    lower-casing changes (see `clean`). Lower-casing changes each character on its own (but a
+    final sigma, which depends on its neighbours), so ASCII is lower-cased as bytes and each of
+    those characters replaced."""
+    if "Σ" in cased or len(cased) > MANY_CASED:
+        return text.lower().encode()
+    data = text.encode().lower()
+    for char in cased:
+        data = data.replace(char.encode(), char.lower().encode())
+    return data
+
+
+def characters(data: bytes, offsets: list[int]) -> list[int]:
+    """Byte offsets in UTF-8 `data` (ascending) as character offsets; those inside a character
+    are dropped."""
+    if data.isascii():
+        return offsets
+    marks = data.translate(_CONTINUATION_MARKS)
+    found: list[int] = []
+    before, counted = 0, 0
+    for offset in offsets:
+        if offset < len(data) and marks[offset]:
+            continue
+        counted += marks.count(1, before, offset)
+        before = offset
+        found.append(offset - counted)
+    return found
+
+
+_CONTINUATION_MARKS = bytes(1 if 0x80 <= byte < 0xC0 else 0 for byte in range(256))
