@@ -6,7 +6,9 @@
     /unpin note:ID       unpin it
     /pins                show this session's pins
     /session             show the session id and its file
-    /quit                leave (Ctrl-D works too)
+    /quit                leave (Ctrl-D works too, and Ctrl-C at the prompt)
+
+Ctrl-C while the agent answers cancels that answer; your message stays in the session.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from sentient.agent.turn import Agent, check_pins
 from sentient.errors import SentientError
 
-HELP = __doc__.split("\n\n", 1)[1] if __doc__ else ""
+HELP = __doc__.split("\n\n", 1)[1].strip() if __doc__ else ""
 
 
 @dataclass
@@ -63,13 +65,14 @@ def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
 
 
 def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None]) -> int:
-    """Chat until /quit or end of input. Errors are shown and the chat goes on."""
+    """Chat until /quit, end of input (Ctrl-D) or Ctrl-C at the prompt. Errors are shown and
+    the chat goes on; Ctrl-C during an answer cancels it (the message stays in the session)."""
     write(f"Sentient chat on {agent.workspace.vault.root} (model {agent.llm.model_name('chat')}). /help for commands.")
     state = ChatState()
     while True:
         try:
             line = read("you> " if not state.incognito else "you (incognito)> ")
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):
             write("")
             return 0
         if not line.strip():
@@ -81,9 +84,17 @@ def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None])
                     return 0
                 write(shown)
                 continue
-            result = agent.turn(line, session=state.session, incognito=state.incognito, pins=state.pins or None)
+            if state.session is None:  # made first, so that a cancelled or failed turn keeps the message in it
+                state.session = agent.new_session(incognito=state.incognito, pins=state.pins or None,
+                                                  title=line.strip()[:60])
+            result = agent.turn(line, session=state.session, incognito=state.incognito)
         except SentientError as exc:
             write(f"error: {exc.message}")
+            continue
+        except KeyboardInterrupt:
+            saved = state.session is not None and not agent.is_incognito(state.session)
+            kept = f"; your message is kept in session {state.session}" if saved else ""
+            write(f"(cancelled{kept}. Ctrl-C again or Ctrl-D to leave)")
             continue
         state.session = result.session
         write(f"sentient> {result.text}")

@@ -6,12 +6,13 @@ here reads the process environment by itself.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from sentient.errors import ConfigError
 
@@ -94,6 +95,7 @@ class Settings(_Section):
     notify: NotifySettings = NotifySettings()
     threats: ThreatSettings = ThreatSettings()
     local: LocalSettings = LocalSettings()
+    _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
 
     @property
     def state_dir(self) -> Path:
@@ -105,6 +107,20 @@ class Settings(_Section):
         role: ModelRole = getattr(self.models, name)
         return role.model_copy(update={"model": role.model or self.model})
 
+    def model_fix(self, name: str) -> str:
+        """How to change the model of a role, naming where it came from: "set model: in
+        sentient.yaml", or the environment variable that set it (which overrides the file)."""
+        role: ModelRole = getattr(self.models, name)
+        variable = self._model_from.get(name)
+        if variable:
+            return f"change {variable} (it overrides models.{name}.model in {CONFIG_FILE})"
+        if role.model:
+            return f"set models.{name}.model in {CONFIG_FILE}"
+        variable = self._model_from.get("model")
+        if variable:
+            return f"change {variable} (it overrides model: in {CONFIG_FILE})"
+        return f"set model: in {CONFIG_FILE}"
+
 
 def _env_bool(name: str, value: str) -> bool:
     lowered = value.strip().lower()
@@ -115,23 +131,52 @@ def _env_bool(name: str, value: str) -> bool:
     raise ConfigError(f"environment variable {name}={value!r} is not a switch; use 1 or 0")
 
 
-def find_vault(start: Path) -> Path:
-    """The vault holding `start`: the nearest folder with a sentient.yaml, else `start`."""
+class NoVaultHere(ConfigError):
+    """Neither --vault nor SENTIENT_VAULT names a vault, and no folder from here upwards is one."""
+
+
+def find_vault(start: Path) -> Path | None:
+    """The vault holding `start`: the nearest folder upwards with a sentient.yaml, or None."""
     start = start.resolve()
     for folder in (start, *start.parents):
         if (folder / CONFIG_FILE).is_file():
             return folder
-    return start
+    return None
+
+
+def vault_root(vault: Path | None, environ: Mapping[str, str], cwd: Path | None = None) -> Path:
+    """The vault to work on: `vault` (--vault) if given, else SENTIENT_VAULT, else the nearest
+    folder upwards from the current one that has a sentient.yaml. A folder without a
+    sentient.yaml is not a vault: ConfigError, saying how to make one."""
+    if vault is None and environ.get("SENTIENT_VAULT"):
+        vault = Path(environ["SENTIENT_VAULT"]).expanduser()
+    if vault is None:
+        here = (cwd or Path.cwd()).resolve()
+        found = find_vault(here)
+        if found is None:
+            raise NoVaultHere(f"{here} is not a Sentient vault (no {CONFIG_FILE}); run `sentient init {here}`")
+        return found
+    root = vault.resolve()
+    if root.is_file():
+        holder = find_vault(root.parent)
+        hint = f"the vault holding it is {holder}: use --vault {holder}" if holder else \
+            f"name the folder that holds {CONFIG_FILE}"
+        raise ConfigError(f"{root} is a file, not a vault folder; {hint}")
+    if not root.exists():
+        raise ConfigError(f"{root}: no such vault folder; create one with `sentient init {root}`")
+    if not (root / CONFIG_FILE).is_file():
+        holder = find_vault(root.parent)
+        if holder is not None:
+            raise ConfigError(f"{root} is not a Sentient vault (no {CONFIG_FILE}); it is a folder inside the vault "
+                              f"{holder}: use --vault {holder}")
+        raise ConfigError(f"{root} is not a Sentient vault (no {CONFIG_FILE}); run `sentient init {root}`")
+    return root
 
 
 def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
-    """Read sentient.yaml of the vault (from the argument, SENTIENT_VAULT, or the current
-    folder) and apply environment overrides."""
-    if vault is None:
-        vault = Path(environ["SENTIENT_VAULT"]) if environ.get("SENTIENT_VAULT") else None
-    root = find_vault(Path.cwd()) if vault is None else vault.resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{root}: no such vault folder; create one with `sentient init {root}`")
+    """Read sentient.yaml of the vault (from the argument, SENTIENT_VAULT, or the nearest
+    folder upwards with one; see vault_root) and apply environment overrides."""
+    root = vault_root(vault, environ)
     raw: dict[str, Any] = {}
     config_path = root / CONFIG_FILE
     if config_path.is_file():
@@ -154,9 +199,52 @@ def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
         features["memory"] = _env_bool("SENTIENT_MEMORY", environ["SENTIENT_MEMORY"])
         raw["features"] = features
     try:
-        return Settings(vault=root, **raw)
+        settings = Settings(vault=root, **raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{config_path}: {problems}. See docs/configuration.md") from exc
+        problems = "; ".join(_problem(err) for err in exc.errors())
+        see = "" if problems.endswith("?") or "docs/configuration.md" in problems else ". See docs/configuration.md"
+        raise ConfigError(f"{config_path}: {problems}{see}") from exc
+    settings._model_from = _model_origins(environ)
+    return settings
+
+
+def _section_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The settings section a path of keys leads to (Settings for the top level)."""
+    section: type[BaseModel] = Settings
+    for part in loc:
+        field = section.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        section = annotation
+    return section
+
+
+def _problem(error: Any) -> str:
+    """One validation error as a person reads it: unknown keys get the nearest known one."""
+    loc = tuple(error["loc"])
+    dotted = ".".join(str(p) for p in loc)
+    if error["type"] != "extra_forbidden":
+        return f"{dotted}: {error['msg']}"
+    name = str(loc[-1])
+    if name in ("api_key", "key", "apikey", "token", "password", "secret"):
+        role = ".".join(str(p) for p in loc[:-1]) if loc[:1] == ("models",) and len(loc) > 2 else "models.chat"
+        return (f"{dotted}: a key is never written in {CONFIG_FILE} (it would end up in git); put it in an "
+                f"environment variable and name that variable with {role}.api_key_env, e.g. "
+                f"`api_key_env: OPENAI_API_KEY`")
+    section = _section_at(loc[:-1])
+    known = [n for n in (section.model_fields if section is not None else {}) if n != "vault"]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    prefix = "".join(f"{p}." for p in loc[:-1])
+    hint = f"did you mean '{prefix}{close[0]}'?" if close else "the settings are listed in docs/configuration.md"
+    return f"unknown setting '{dotted}' in {CONFIG_FILE}; {hint}"
+
+
+def _model_origins(environ: Mapping[str, str]) -> dict[str, str]:
+    """Which environment variable set the model of a role, where one did."""
+    origins: dict[str, str] = {}
+    if environ.get("SENTIENT_MODEL"):
+        origins["model"] = "SENTIENT_MODEL"
+    if environ.get("SENTIENT_HELPER_MODEL"):
+        origins["helper"] = "SENTIENT_HELPER_MODEL"
+    return origins

@@ -411,3 +411,71 @@ def test_sentient_serve_stops_cleanly_and_frees_its_port(basic: Path, stop: sign
     assert f"at http://127.0.0.1:{port}" in out and f"token (shown once; kept in {token_file}): {token}" in out
     assert out.count(token) == 1
     assert port_is_free(port)
+
+
+# --- what the API refuses, and `sentient serve`'s address ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("GET", "/api/memory/search?q=Anika&limit=0", None, "limit"),
+        ("GET", "/api/memory/search?q=Anika&limit=101", None, "limit"),
+        ("GET", "/api/sessions?limit=0", None, "limit"),
+        ("GET", "/api/sessions?limit=501", None, "limit"),
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "bogus", "content": "hi"}]}, "messages.0.role"),
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+         "stream"),
+        ("POST", "/api/chat", {"message": "hi", "incognito": "yes"}, "incognito"),
+        ("POST", "/api/chat", {"message": "hi", "stream": 1}, "stream"),
+    ],
+    ids=["search-limit-0", "search-limit-101", "sessions-limit-0", "sessions-limit-501", "v1-role",
+         "v1-stream-not-bool", "chat-incognito-not-bool", "chat-stream-not-bool"],
+)
+def test_out_of_range_limits_and_wrong_types_are_422_naming_the_field(
+    serve: Callable[..., Running], basic: Path, scripted: Scripted, method: str, path: str,
+    body: dict[str, Any] | None, field: str,
+) -> None:
+    server = serve(basic)
+    with server.http() as http:
+        response = http.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["message"].startswith(f"{field}: "), response.text
+    assert scripted.requests == []  # refused before any turn
+
+
+def test_limits_in_range_are_accepted(serve: Callable[..., Running], basic: Path) -> None:
+    server = serve(basic)
+    with server.http() as http:
+        assert http.get("/api/memory/search", params={"q": "Anika", "limit": 100}).status_code == 200
+        assert len(http.get("/api/sessions", params={"limit": 1}).json()) == 1
+
+
+def test_sentient_serve_on_port_0_prints_the_port_it_listens_on(basic: Path) -> None:
+    environ = {**os.environ, "SENTIENT_MODEL": SCRIPTED, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sentient.cli", "--vault", str(basic), "serve", "--port", "0"],
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        port = int(first.split("at http://127.0.0.1:", 1)[1].split()[0])
+        assert port != 0
+        token = (basic / ".sentient" / "token").read_text().strip()
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/health",
+                                 headers={"Authorization": f"Bearer {token}"}).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        eventually(healthy, "sentient serve answers on the port it printed", timeout=60)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    assert process.returncode == 0

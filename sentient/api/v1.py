@@ -14,11 +14,11 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 from sentient.agent.turn import Agent, TurnResult
 from sentient.api.chat import TurnFailed, relay
@@ -33,7 +33,7 @@ MODEL_ID = "sentient"
 class V1Message(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: str
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
 
 
@@ -45,7 +45,7 @@ class CompletionRequest(BaseModel):
 
     model: str = MODEL_ID
     messages: list[V1Message]
-    stream: bool = False
+    stream: StrictBool = False
     user: str | None = None
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sentient.config import ModelRole
-from sentient.llm.errors import SET_MODEL, ContextTooLong, LLMError, LLMUnavailable, _is_transient, _short, _unreachable
+from sentient.llm.errors import ContextTooLong, LLMError, LLMUnavailable, _is_transient, _short, _unreachable
 from sentient.llm.lazy import _litellm
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ class _Call:
         self.model = self.config.model or llm.settings.model
         self.endpoint = llm.endpoint(role)
         self.timeout = timeout or self.config.timeout or DEFAULT_TIMEOUT
+        self.set_model = llm.settings.model_fix(role)  # names SENTIENT_MODEL when that set it
 
     def kwargs(
         self,
@@ -54,7 +55,7 @@ class _Call:
         if isinstance(exc, litellm.Timeout):
             return LLMUnavailable(
                 f"{model} did not answer within {self.timeout:g} s: check that {where} is running and not "
-                f"overloaded, raise models.{self.role}.timeout, or {SET_MODEL} to a faster model"
+                f"overloaded, raise models.{self.role}.timeout, or {self.set_model} to a faster model"
             )
         if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
             key = self.config.api_key_env or f"{(provider or 'openai').upper()}_API_KEY"
@@ -67,17 +68,19 @@ class _Call:
         if provider is None:
             return LLMUnavailable(
                 f"model {model} names no provider litellm knows: write it as provider/name, e.g. "
-                f"ollama_chat/qwen3:8b or openai/gpt-4o-mini, and {SET_MODEL}"
+                f"ollama_chat/qwen3:8b or openai/gpt-4o-mini, and {self.set_model}"
             )
         if isinstance(exc, litellm.ContextWindowExceededError):
             return ContextTooLong(f"the conversation is too long for {model}: compact it or start a new session")
         if _unreachable(exc):
             return LLMUnavailable(f"no model answers at {model} ({where}): {self._start_fix()}")
         if isinstance(exc, litellm.RateLimitError):
-            return LLMUnavailable(f"{where} is rate-limiting {model} ({detail}): wait a minute, or {SET_MODEL}")
+            return LLMUnavailable(f"{where} is rate-limiting {model} ({detail}): wait a minute, or {self.set_model}")
         if _is_transient(exc):
-            return LLMUnavailable(f"{where} failed while answering for {model} ({detail}): try again, or {SET_MODEL}")
-        return LLMError(f"{model} refused the request ({detail}); if this persists, {SET_MODEL}")
+            return LLMUnavailable(
+                f"{where} failed while answering for {model} ({detail}): try again, or {self.set_model}"
+            )
+        return LLMError(f"{model} refused the request ({detail}); if this persists, {self.set_model}")
 
     def _provider(self) -> str | None:
         try:
@@ -90,13 +93,13 @@ class _Call:
         provider = self._provider() or ""
         if provider.startswith("ollama"):
             name = self.endpoint.model.split("/", 1)[-1]
-            return f"pull it (`ollama pull {name}`) or {SET_MODEL}"
-        return f"check the model name, or {SET_MODEL}"
+            return f"pull it (`ollama pull {name}`) or {self.set_model}"
+        return f"check the model name, or {self.set_model}"
 
     def _start_fix(self) -> str:
         provider = self._provider() or ""
         if provider.startswith("ollama"):
-            return f"start Ollama (`ollama serve`), or {SET_MODEL}"
+            return f"start Ollama (`ollama serve`), or {self.set_model}"
         if self.endpoint.api_base:
-            return f"start the server at {self.endpoint.api_base}, or {SET_MODEL} (and api_base:)"
-        return f"check the network connection, or {SET_MODEL}"
+            return f"start the server at {self.endpoint.api_base}, or {self.set_model} (and api_base:)"
+        return f"check the network connection, or {self.set_model}"

@@ -1,6 +1,6 @@
-"""The embedded model: llama.cpp (the xllamacpp package) serving a GGUF file on 127.0.0.1,
-started on first use and stopped with the client; and a litellm provider that lets small
-models call tools.
+"""The embedded model: llama.cpp (the xllamacpp package) serving a GGUF file on 127.0.0.1 in
+a process of its own (embedded.py), started on first use and stopped with the client; and a
+litellm provider that lets small models call tools.
 
 Small models do not pick tools by themselves, so when tools are offered the provider asks in
 two constrained steps: first the next step under a JSON schema whose only values are the tool
@@ -16,11 +16,15 @@ import importlib
 import importlib.util
 import json
 import logging
+import queue
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,8 @@ ANSWER = "answer"
 STRING_CAP = 200
 ITEMS_CAP = 5
 RECENT_REQUESTS = 100
+START_TIMEOUT = 300.0  # seconds for the embedded model to load (seconds usually; a busy machine is slower)
+STOP_GRACE = 5.0  # seconds its process has to end after SIGTERM before it is killed
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +86,18 @@ def gguf_of(model: str) -> Path:
 
 
 class EmbeddedServer:
-    """One llama.cpp server for one GGUF file, on 127.0.0.1 and a free port, in this process."""
+    """One llama.cpp server for one GGUF file, on 127.0.0.1 and a free port, in a process of
+    its own (embedded.py) that is started on first use and ends with stop() or with this one.
 
-    def __init__(self, path: Path, settings: LocalSettings) -> None:
+    Waiting for it to start can be interrupted (Ctrl-C cancels the chat turn that waits); the
+    start goes on meanwhile, and the next address() waits for the same process."""
+
+    def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None) -> None:
         self.path = path
         self.settings = settings
-        self._server: Any = None
+        self.command = command or [sys.executable, "-m", "sentient.llm.embedded"]
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lines: queue.Queue[bytes] = queue.Queue()
         self._address: str | None = None
         self._lock = threading.Lock()
 
@@ -98,38 +110,73 @@ class EmbeddedServer:
             return self._address
 
     def _start(self) -> None:
-        try:
-            runtime = importlib.import_module("xllamacpp")
-        except ImportError:
-            raise EmbeddedUnavailable(f"the embedded model runtime is not installed: run `{RUNTIME_PIP}` "
-                                      "(or set model: in sentient.yaml to Ollama or a cloud model)") from None
-        params = runtime.CommonParams()
-        params.model.path = str(self.path)
-        params.cpuparams.n_threads = self.settings.threads
-        params.cpuparams_batch.n_threads = self.settings.threads
-        params.n_ctx = self.settings.context
-        params.n_parallel = 1
-        params.hostnames = ["127.0.0.1"]
-        params.port = 0
-        params.verbosity = -1
+        process = self.process
+        if process is None or process.poll() is not None:
+            process = self._spawn()
         started = time.monotonic()
+        while True:
+            try:
+                line = self._lines.get(timeout=0.2)  # short waits: Ctrl-C is never held up
+                break
+            except queue.Empty:
+                if process is not self.process:
+                    raise EmbeddedUnavailable("the embedded model was stopped while it started") from None
+                if time.monotonic() - started > START_TIMEOUT:
+                    self.stop()
+                    raise EmbeddedUnavailable(
+                        f"the embedded model did not start within {START_TIMEOUT:g} s from {self.path}; the machine "
+                        f"may be too busy: try again, or set model: in sentient.yaml to another model") from None
         try:
-            self._server = runtime.Server(params)
-        except Exception as exc:
-            raise EmbeddedUnavailable(f"the embedded model could not start from {self.path} ({exc}); "
-                                      "check the file, or set model: in sentient.yaml to another model") from None
-        address = str(self._server.listening_address).rstrip("/")
-        self._address = address if address.startswith("http") else f"http://{address}"
-        log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, time.monotonic() - started)
+            said: dict[str, Any] = json.loads(line) if line.strip() else {}
+        except json.JSONDecodeError:
+            said = {"error": line.decode(errors="replace").strip()[:300]}
+        if said.get("address"):
+            self._address = str(said["address"])
+            log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, time.monotonic() - started)
+            return
+        self.stop()
+        reason = said.get("error") or f"its process ended with status {process.poll()}"
+        raise EmbeddedUnavailable(f"the embedded model could not start from {self.path} ({reason}); "
+                                  "check the file, or set model: in sentient.yaml to another model")
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise EmbeddedUnavailable(f"the embedded model runtime is not installed: run `{RUNTIME_PIP}` "
+                                      "(or set model: in sentient.yaml to Ollama or a cloud model)")
+        config = {"path": str(self.path), "threads": self.settings.threads, "context": self.settings.context}
+        process = subprocess.Popen(
+            [*self.command, json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # the terminal's Ctrl-C is for the chat, not for the model
+        )
+        self.process, self._lines = process, queue.Queue()
+        lines = self._lines
+        stdout = process.stdout
+        assert stdout is not None
+        threading.Thread(target=lambda: lines.put(stdout.readline()), name="embedded-model-start",
+                         daemon=True).start()
+        return process
 
     @property
     def running(self) -> bool:
         return self._address is not None
 
     def stop(self) -> None:
-        with self._lock:
-            server, self._server, self._address = self._server, None, None
-        del server  # the server's destructor ends its loop and frees the port
+        """End the server's process (also while it starts) and wait until it is gone."""
+        process, self.process, self._address = self.process, None, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            with suppress(OSError):
+                process.stdin.close()
+        process.terminate()  # it holds nothing that needs a goodbye: the OS frees the model and the port
+        try:
+            process.wait(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 class LocalModels:

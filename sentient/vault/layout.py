@@ -7,6 +7,7 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
+from sentient.config import CONFIG_FILE, find_vault
 from sentient.errors import AlreadyExists, SentientError
 
 FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people")
@@ -37,7 +38,13 @@ def init_vault(path: Path) -> list[str]:
     existing vault is never touched.
     """
     path = path.resolve()
-    if (path / "sentient.yaml").exists():
+    outer = find_vault(path.parent)
+    if outer is not None:
+        raise AlreadyExists(
+            f"{path} is inside the vault {outer}; a vault cannot hold another one (its files would be read "
+            f"as the outer vault's). Choose a folder outside {outer}; nothing was changed"
+        )
+    if (path / CONFIG_FILE).exists():
         raise AlreadyExists(f"{path} is already a vault (it has sentient.yaml); nothing was changed")
     if path.exists() and not path.is_dir():
         raise SentientError(f"{path} is a file, not a folder; choose another path")
@@ -48,13 +55,18 @@ def init_vault(path: Path) -> list[str]:
             "Add a sentient.yaml by hand to use this folder as it is"
         )
     steps = []
-    path.mkdir(parents=True, exist_ok=True)
-    for folder in FOLDERS:
-        (path / folder).mkdir(parents=True, exist_ok=True)
-        (path / folder / ".gitkeep").touch()
-    (path / "sentient.yaml").write_text(_data("sentient.yaml.template"), encoding="utf-8")
-    (path / "README.md").write_text(_data("vault-README.md"), encoding="utf-8")
-    (path / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for folder in FOLDERS:
+            (path / folder).mkdir(parents=True, exist_ok=True)
+            (path / folder / ".gitkeep").touch()
+        (path / "README.md").write_text(_data("vault-README.md"), encoding="utf-8")
+        (path / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+        (path / "sentient.yaml").write_text(_data("sentient.yaml.template"), encoding="utf-8")  # last: now a vault
+    except OSError as exc:
+        where = "" if exc.filename in (None, str(path)) else f"{exc.filename}: "
+        raise SentientError(f"cannot make a vault at {path}: {where}{exc.strerror or exc}; "
+                            "choose a folder you can write to") from None
     steps.append(f"created the vault at {path}")
     if shutil.which("git") is None:
         steps.append("git is not installed: the vault is not under version control")
