@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
@@ -18,18 +20,21 @@ except ImportError:  # not on every platform; the chat works without line editin
 
 import uvicorn
 
+from sentient import __version__
 from sentient.agent.turn import check_pins, open_agent, session_knowledge
 from sentient.api.app import create_app
 from sentient.api.auth import load_or_create_token
 from sentient.chat import repl
-from sentient.config import Settings, load_settings
-from sentient.doctor import examine
+from sentient.config import NoVaultHere, Settings, load_settings
+from sentient.doctor import allow_command, examine
 from sentient.errors import SentientError
+from sentient.knowledge import require_pins
 from sentient.llm import LLM
-from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, list_entries
+from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, judge_hit, list_entries
+from sentient.record import record, stale
 from sentient.threats import scan
 from sentient.vault.document import Document
-from sentient.vault.kinds import KINDS
+from sentient.vault.kinds import KINDS, one_line
 from sentient.vault.layout import init_vault
 from sentient.workspace import Workspace, open_workspace
 
@@ -106,32 +111,47 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     workspace.index.sync()
     hits = workspace.index.search(" ".join(args.query), kind=args.kind, limit=args.limit)
+    judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
     if args.json:
         rows = [
             {
                 "kind": hit.kind,
                 "id": hit.key,
                 "path": str(hit.path),
-                "title": hit.title,
+                "title": one_line(hit.title),
                 "snippet": hit.snippet,
                 "score": round(hit.score, 4),
+                "flagged": entry is not None and entry.flagged,
+                "withheld": entry is not None and entry.withheld,
+                "patterns": list(entry.patterns) if entry is not None else [],
             }
-            for hit in hits
+            for hit, entry in zip(hits, judged, strict=True)
         ]
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return 0
     if not hits:
         print("no matches")
         return 0
-    for rank, hit in enumerate(hits, 1):
-        print(f"{rank:>2}. [{hit.kind}] {hit.key}  {hit.title}  ({hit.score:.2f})")
+    for rank, (hit, entry) in enumerate(zip(hits, judged, strict=True), 1):
+        mark = "!" if entry is not None and entry.withheld else ("~" if entry is not None and entry.flagged else " ")
+        print(f"{rank:>2}.{mark}[{hit.kind}] {hit.key}  {one_line(hit.title)}  ({hit.score:.2f})")
         print(f"    {hit.path}")
+        if entry is not None and entry.flagged:
+            state = "allowed by you at this revision" if entry.allowed else "flagged: withheld from the model"
+            print(f"    {state} ({', '.join(entry.patterns)}); see `sentient memory show {entry.ref}`")
         if hit.snippet:
             print(f"    {hit.snippet}")
     return 0
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
+    if args.record:
+        recorded = record(workspace)
+        print(f"recorded the revision and judgment of {_plural(len(recorded.written), 'file')}")
+        for path in recorded.written:
+            print(f"  {path}")
+        for message in recorded.failed:
+            print(f"  not recorded: {message}")
     llm = None if args.no_models else LLM(workspace.settings, os.environ)
     try:
         diagnosis = examine(workspace, llm)
@@ -145,12 +165,21 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
     for check in diagnosis.models:
         state = "answers" if check.ok else "does NOT answer"
         print(f"model {check.model} ({', '.join(check.roles)}) {state}: {check.message}")
-    if diagnosis.flagged:
-        print(f"\n{len(diagnosis.flagged)} file(s) read like instructions; they are kept but never shown to the model:")
-        for entry in diagnosis.flagged:
-            state = "allowed by you at this revision" if entry.allowed else "withheld"
-            print(f"  ! {entry.path}  [{', '.join(entry.patterns)}]  {state}")
-        print("  Review each; if one is fine, allow it: sentient memory allow ID")
+    if diagnosis.withheld:
+        print(f"\n{len(diagnosis.withheld)} file(s) read like instructions; they are kept but never shown to "
+              "the model:")
+        for entry in diagnosis.withheld:
+            print(f"  ! {entry.path}")
+            for match in entry.matches:
+                print(f"      {match}")
+            print(f"      fine after all? allow it: {allow_command(entry, memory=workspace.settings.features.memory)}")
+    if diagnosis.allowed:
+        print(f"\n{len(diagnosis.allowed)} file(s) read like instructions but you allowed them at their current "
+              "revision, so the model is shown them (an edit judges them again):")
+        for entry in diagnosis.allowed:
+            print(f"  ~ {entry.path}")
+            for match in entry.matches:
+                print(f"      {match}")
     if diagnosis.problems:
         print(f"\n{len(diagnosis.problems)} file(s) could not be read and are left out:")
         for problem in diagnosis.problems:
@@ -158,12 +187,23 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"      {problem.reason}. {problem.fix}")
     else:
         print("every file reads fine")
+    if not args.record and (edited := len(stale(workspace))):
+        print(f"{_plural(edited, 'file')} edited outside Sentient: the revision and threat judgment in their "
+              "frontmatter are out of date (harmless: the index has the current ones); "
+              "`sentient doctor --record` writes the current ones in")
     return 0 if diagnosis.healthy else 1
 
 
 def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
     flagged_any = False
     for name, text in read_inputs(args.paths):
+        if text is None:
+            if args.json:
+                print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": NOT_TEXT},
+                                 ensure_ascii=False))
+            else:
+                print(f"{name}: {NOT_TEXT}, not scanned")
+            continue
         findings = scan(text, workspace.judge.patterns)
         flagged_any = flagged_any or bool(findings)
         if args.json:
@@ -180,8 +220,13 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
     return 1 if flagged_any else 0
 
 
-def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """(name, text) of each input: '-' is stdin, a folder means every text file in it."""
+NOT_TEXT = "not text (it holds binary data)"
+
+
+def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
+    """(name, text) of each input: '-' is stdin, a folder means every text file in it. A file
+    that is not text has None for its text: a named one, or a .md file in a folder (it should
+    be text); other binary files in a folder (images, say) are passed over."""
     for raw in paths or ["-"]:
         if raw == "-":
             yield "<stdin>", sys.stdin.read()
@@ -195,6 +240,8 @@ def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
             except OSError as exc:
                 raise SentientError(f"{file}: cannot be read ({exc.strerror})") from None
             if b"\x00" in data:
+                if file == path or file.suffix == ".md":
+                    yield str(file), None
                 continue
             yield str(file), data.decode("utf-8", errors="replace")
 
@@ -225,7 +272,11 @@ def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
     print(f"revision {entry.revision}" + ("  (edited outside the app)" if entry.edited_outside else ""))
     if entry.flagged:
         state = "allowed by you at this revision" if entry.allowed else "WITHHELD from the model"
-        print(f"! reads like instructions ({', '.join(entry.patterns)}): {state}")
+        print(f"! reads like instructions: {state}")
+        for match in entry.matches:
+            print(f"    {match}")
+        if entry.withheld:
+            print(f"  fine after all? allow it: sentient memory allow {entry.ref}")
     print()
     print(entry.body, end="" if entry.body.endswith("\n") else "\n")
     return 0
@@ -248,14 +299,38 @@ def cmd_memory_forget(args: argparse.Namespace, workspace: Workspace) -> int:
 
 def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     entry = allow_entry(workspace, args.id, args.revision)
-    print(f"allowed memory {entry.id} at {entry.revision}; an edit will judge it again")
+    print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.revision}; an edit will judge it again")
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (port 0: any free one), or a SentientError saying why not."""
+    if not 0 <= port <= 65535:
+        raise SentientError(f"--port {port}: a port is 1-65535, or 0 for any free port")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise SentientError(f"--host {host}: not an address to listen on ({exc}); use 127.0.0.1 (the default) "
+                            "or an address of this machine") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        fix = "choose another --port, or stop what listens there" if exc.errno == errno.EADDRINUSE else \
+            "use 127.0.0.1 (the default), an address of this machine, or a port above 1023"
+        raise SentientError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); {fix}") from None
+    return sock
 
 
 def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
     settings = workspace.settings
     host = args.host or settings.api.host
     port = settings.api.port if args.port is None else args.port
+    sock = listen(host, port)  # bound before anything is printed, so the address shown is the real one
+    port = sock.getsockname()[1]
     if host not in LOOPBACK:
         print(f"warning: listening on {host}, not only this machine: anyone who can reach it and has the "
               "token can read and change your vault", file=sys.stderr)
@@ -266,9 +341,12 @@ def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
         print(f"token (shown once; kept in {settings.state_dir / 'token'}): {token}")
     else:
         print(f"token: in {settings.state_dir / 'token'}")
+    sys.stdout.flush()
     app = create_app(settings, environ=os.environ)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
-    return 0
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    with sock, suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has stopped gracefully, then raises it again
+        server.run(sockets=[sock])
+    return 0 if server.started else 3  # 3: the app did not start (uvicorn logged why)
 
 
 def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
@@ -310,7 +388,8 @@ def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int
 
 def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
     def pin(document: Document) -> Document:
-        return document.replace({"pins": check_pins(args.pins)})
+        pinned = document.meta.get("pins") or []
+        return document.replace({"pins": require_pins(workspace.vault, check_pins(args.pins), pinned)})
 
     workspace.vault.update("session", args.id, transform=pin)
     print(f"pins of {args.id}: {', '.join(args.pins) or 'none'}")
@@ -320,6 +399,39 @@ def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
 # --- parser -----------------------------------------------------------------------------
 
 Command = Callable[[argparse.Namespace, Workspace], int]
+VAULT_HELP = ("the vault: a folder with a sentient.yaml (default: $SENTIENT_VAULT, else the nearest folder "
+              "from the current one upwards that has a sentient.yaml)")
+
+
+def count_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from low to high."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give one from {low} to {high}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give a number from {low} to {high}")
+        return value
+
+    return count
+
+
+def entry_text(text: str) -> str:
+    """An argparse type: an entry's text, which must say something (like its title)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty; write what the entry says, or - to read it from stdin")
+    return text
+
+
+def accept_global_options(parser: argparse.ArgumentParser) -> None:
+    """--vault after the command as well as before it (`sentient search --vault X tea`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument("--vault", type=Path, default=argparse.SUPPRESS, help=VAULT_HELP)
+                accept_global_options(child)
 
 
 def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
@@ -328,7 +440,8 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
         prog="sentient",
         description="A personal knowledge agent whose memory is a vault of markdown files.",
     )
-    parser.add_argument("--vault", type=Path, help="the vault folder (default: $SENTIENT_VAULT or the current folder)")
+    parser.add_argument("--vault", type=Path, help=VAULT_HELP)
+    parser.add_argument("--version", action="version", version=f"sentient {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     init = sub.add_parser("init", help="make a new vault (git-ready)")
@@ -342,12 +455,14 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="search the vault")
     search.add_argument("query", nargs="+", help="words to look for")
     search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file")
-    search.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+    search.add_argument("--limit", type=count_in(1, 100), default=10, help="how many hits, 1-100 (default 10)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(handler=cmd_search)
 
     doctor = sub.add_parser("doctor", help="report unreadable and flagged files and what to do")
     doctor.add_argument("--no-models", action="store_true", help="skip asking each model for a one-token answer")
+    doctor.add_argument("--record", action="store_true",
+                        help="write the current revision and threat judgment into files edited outside Sentient")
     doctor.set_defaults(handler=cmd_doctor)
 
     scan_cmd = sub.add_parser("scan", help="judge any text with the threat patterns")
@@ -357,7 +472,7 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the local API (chat, /v1, memory, sessions) and the file watcher")
     serve.add_argument("--host", help="address to listen on (default api.host, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default api.port, 8765; 0 picks a free one)")
+    serve.add_argument("--port", type=int, help="port, 1-65535 (default api.port, 8765; 0 picks a free one)")
     serve.set_defaults(handler=cmd_serve)
 
     chat = sub.add_parser("chat", help="chat with the agent in the terminal")
@@ -366,7 +481,7 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     session = sub.add_parser("session", help="list sessions, show what a session is told, set its pins")
     verbs = session.add_subparsers(dest="verb", required=True, metavar="VERB")
     listing = verbs.add_parser("list", help="recent sessions")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--limit", type=count_in(1, 500), default=20, help="how many, 1-500 (default 20)")
     listing.set_defaults(handler=cmd_session_list)
     knowledge = verbs.add_parser("knowledge", help="the knowledge block of a session and whether it is delivered")
     knowledge.add_argument("id")
@@ -377,6 +492,7 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     pin.set_defaults(handler=cmd_session_pin)
     if memory:
         add_memory_commands(sub)
+    accept_global_options(parser)
     return parser
 
 
@@ -391,12 +507,12 @@ def add_memory_commands(sub: Any) -> None:
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=cmd_memory_list)
     show = verbs.add_parser("show", help="one entry in full, with its judgment")
-    show.add_argument("id")
+    show.add_argument("id", help="a memory entry's id, or note:ID, plan:ID, skill:ID ... or a path in the vault")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_memory_show)
     add = verbs.add_parser("add", help="write a new entry")
     add.add_argument("title")
-    add.add_argument("text", help="the entry's text, or - to read it from stdin")
+    add.add_argument("text", type=entry_text, help="the entry's text, or - to read it from stdin")
     add.add_argument("--id", help="its id (default: made from the title)")
     add.add_argument("--category", default="general")
     add.add_argument("--scope", default="global")
@@ -405,7 +521,7 @@ def add_memory_commands(sub: Any) -> None:
     forget.add_argument("id")
     forget.set_defaults(handler=cmd_memory_forget)
     allow = verbs.add_parser("allow", help="let exactly this revision of a flagged entry through")
-    allow.add_argument("id")
+    allow.add_argument("id", help="a memory entry's id, or note:ID, plan:ID, skill:ID ... or a path in the vault")
     allow.add_argument("--revision", help="the revision you looked at (refused if it changed since)")
     allow.set_defaults(handler=cmd_memory_allow)
 
@@ -422,6 +538,18 @@ def _settings_for(argv: list[str]) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        code = run(argv)
+        sys.stdout.flush()  # here, so that a reader gone away is noticed here and not at exit
+        return code
+    except BrokenPipeError:  # `sentient doctor | head -1`: the reader has what it wanted
+        with suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit fails no more
+        return 128 + 13  # as a process killed by SIGPIPE
+
+
+def run(argv: list[str]) -> int:
+    try:
         settings: Settings | None = _settings_for(argv)
         failure: SentientError | None = None
     except SentientError as exc:  # reported below unless the command needs no vault (init, --help)
@@ -431,6 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "init":
             return cmd_init(args)
+        if settings is None and args.command == "scan" and isinstance(failure, NoVaultHere):
+            settings = Settings(vault=Path.cwd())  # scan needs no vault: the packaged patterns judge
         if settings is None:
             raise failure or SentientError("no vault")
         handler: Command = args.handler

@@ -35,6 +35,23 @@ class Diagnosis:
     def healthy(self) -> bool:
         return not self.problems and all(check.ok for check in self.models)
 
+    @property
+    def withheld(self) -> list[EntryView]:
+        """Flagged files kept from the model."""
+        return [entry for entry in self.flagged if entry.withheld]
+
+    @property
+    def allowed(self) -> list[EntryView]:
+        """Flagged files the person allowed at their current revision (the model sees them)."""
+        return [entry for entry in self.flagged if entry.allowed]
+
+
+def allow_command(entry: EntryView, *, memory: bool = True) -> str:
+    """The command that allows this file's current revision. The `memory` command exists only
+    where memory does, so without it the command turns memory on for that one run."""
+    command = f"sentient memory allow {entry.ref}"
+    return command if memory else f"SENTIENT_MEMORY=1 {command}"
+
 
 def check_models(llm: LLM, timeout: float = 60.0) -> list[ModelCheck]:
     """Whether each configured model answers a one-token call; roles sharing a model are

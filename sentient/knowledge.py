@@ -6,7 +6,12 @@ besides, such as a category), the memory index's count, and the template's own r
 editing a pinned note or renaming its title re-sends the block, and nothing else does.
 
 Nothing here may fail a send: `build` raises nothing; a source that cannot be read is left
-out (never presented as empty) and the rest is still delivered.
+out and the rest is still delivered. It is never presented as empty: the block says that it
+could not be read (memory as a whole, or one pinned note), and points the person to doctor.
+
+Remembered text is quoted data: every title, one-liner and body is passed through `quoted`
+(and titles through `one_line`), so no text written to the vault can close the block's tags
+or open its own; the template writes only quoted values inside them.
 """
 
 from __future__ import annotations
@@ -14,21 +19,48 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentient.errors import NotFound
+from sentient.errors import NotFound, SentientError
 from sentient.prompts import Prompts
+from sentient.vault import Vault
 from sentient.vault.document import Document
-from sentient.vault.kinds import check_key
+from sentient.vault.kinds import KINDS, check_key, one_line
 from sentient.workspace import Workspace
 
 TEMPLATE = "session_knowledge.md.j2"
+# What the block's values go through before the template sees them (see `quoted`): counted in
+# the signature with the template's own revision, so a change here re-sends every block once.
+QUOTING = "quoting:1"
 LINE_CHARS = 100
 PIN_KINDS = {"note": "note", "plan": "plan"}
+
+# A '<' (or a full-width look-alike) that could start a tag: a letter, '!' or '?' right after it
+# (invisible characters aside), or a '/' after it past any spaces. 'a < b' and '<3' stay as written.
+_INVISIBLE = "\u00ad\u200b-\u200f\u2060-\u2064\ufeff"
+_TAG_START = re.compile(rf"[<\uff1c\ufe64](?=[{_INVISIBLE}]*(?:[!?]|[^\W\d_])|[\s{_INVISIBLE}]*/)")
+
+
+def quoted(text: str) -> str:
+    """Remembered text as data inside a wrapper such as <pinned-note>: each '<' that could
+    open or close a tag is written '&lt;', so the text can neither end the wrapper nor open a
+    tag of its own. Everything else is left as written; a model reads '&lt;/b>' as '</b>'."""
+    return _TAG_START.sub("&lt;", text)
+
+
+def quoted_line(text: str) -> str:
+    """A title or other one-line value: line breaks folded to spaces, then quoted."""
+    return quoted(one_line(text))
+
+
+def quoted_attribute(text: str) -> str:
+    """A value inside an attribute's double quotes (title="..."): a quoted line without '"'."""
+    return quoted_line(text).replace('"', "&quot;")
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +73,23 @@ class Pin:
     body: str
     revision: str
 
+    @property
+    def shown_title(self) -> str:
+        return quoted_attribute(self.title)
+
+    @property
+    def shown_body(self) -> str:
+        return quoted(self.body.strip())
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A pin left out because its file could not be read (`missing`: there is no such file)."""
+
+    kind: str
+    id: str
+    missing: bool
+
 
 @dataclass(frozen=True)
 class IndexEntry:
@@ -49,6 +98,18 @@ class IndexEntry:
     category: str | None
     line: str
     revision: str
+
+    @property
+    def shown_title(self) -> str:
+        return quoted_line(self.title)
+
+    @property
+    def shown_category(self) -> str:
+        return quoted_line(self.category or "")
+
+    @property
+    def shown_line(self) -> str:
+        return quoted(self.line)
 
 
 @dataclass(frozen=True)
@@ -68,6 +129,8 @@ class Knowledge:
     pins: tuple[Pin, ...]
     memory: MemoryIndex | None  # None: left out (memory off, absent, or failed to load)
     problems: tuple[str, ...] = ()  # what was left out and why
+    unread: tuple[Unread, ...] = ()  # pins that could not be read (the block says so)
+    memory_unreadable: bool = False  # memory failed to load (the block says so)
 
 
 def parse_pin(ref: str) -> tuple[str, str]:
@@ -77,6 +140,30 @@ def parse_pin(ref: str) -> tuple[str, str]:
         raise ValueError(f"pin {ref!r} must be note:<id> or plan:<id>")
     check_key(kind, key)
     return kind, key
+
+
+def require_pins(vault: Vault, refs: Sequence[str], pinned: Sequence[str] = ()) -> list[str]:
+    """Pins about to be set on a session, each naming a note or plan that exists; NotFound
+    names the first that does not. Those already `pinned` may stay though their file is gone
+    (so a session can still change its other pins, and unpin them)."""
+    for ref in refs:
+        if ref in pinned:
+            continue
+        try:
+            kind, key = parse_pin(ref)
+            found = vault.locate(kind, key)
+        except ValueError as exc:
+            raise SentientError(f"pins: {exc}") from None
+        except OSError as exc:
+            raise SentientError(f"pins: {ref} could not be looked up ({exc.strerror}); see `sentient doctor`") from None
+        if found is None:
+            folder = KINDS[kind].folder
+            unreadable = vault.folder_problems({kind})
+            if unreadable:
+                raise SentientError(f"pins: {ref} cannot be looked for: {unreadable[0]}; see `sentient doctor`")
+            raise NotFound(f"pins: there is no {kind} '{key}' to pin (no {key}.md in {folder}/ or its subfolders); "
+                           f"pin an existing {kind} or create it first")
+    return list(refs)
 
 
 def first_line(body: str, title: str = "") -> str:
@@ -98,6 +185,16 @@ class KnowledgeBuilder:
         self._paths: dict[tuple[str, str], Path] = {}
         self._docs: dict[Path, tuple[tuple[int, int], Document]] = {}
         self._lock = threading.Lock()
+
+    def unreadable_kinds(self) -> frozenset[str]:
+        """The kinds (memory, note, plan) whose whole folder cannot be listed now (a file in its
+        place, a link to nothing, no permission): the problems the vault reports, and doctor
+        shows, whose path is the folder itself. A few directory opens, so looked at every time."""
+        vault = self.workspace.vault
+        folders = {vault.root / KINDS[name].folder: {name} for name in ("memory", *PIN_KINDS)}
+        folders[vault.root / "pins"] = set(PIN_KINDS)
+        problems = vault.folder_problems({"memory", *PIN_KINDS})
+        return frozenset(name for problem in problems for name in folders.get(problem.path, ()))
 
     def memory_index(self, scope: str | None) -> MemoryIndex:
         """Unflagged memory entries in the global scope and the session's scope, newest first."""
@@ -140,23 +237,36 @@ class KnowledgeBuilder:
         self._docs[path] = (stamp, document)
         return document
 
-    def pins(self, refs: Sequence[str]) -> tuple[list[Pin], list[str]]:
+    def pins(self, refs: Sequence[str]) -> tuple[list[Pin], list[Unread], list[str]]:
         """The session's pins, read from their files (not the index, so they arrive even when
-        the memory store or the index cannot be read)."""
+        the memory store or the index cannot be read), the pins that could not be read, and
+        what was left out and why."""
         pins: list[Pin] = []
+        unread: list[Unread] = []
         problems: list[str] = []
         for ref in refs:
             try:
                 kind, key = parse_pin(ref)
+            except Exception as exc:
+                problems.append(f"{ref}: {exc}")
+                continue
+            try:
                 doc = self._read_pin(kind, key)
             except Exception as exc:
                 problems.append(f"{ref}: {exc}")
+                unread.append(Unread(kind, key, isinstance(exc, NotFound) and not self._folder_failed(kind)))
                 continue
             if not self.workspace.visible(doc):
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
                 pins.append(Pin(kind, key, doc.title, doc.body, doc.revision))
-        return pins, problems
+        return pins, unread, problems
+
+    def _folder_failed(self, kind: str) -> bool:
+        try:
+            return kind in self.unreadable_kinds()
+        except Exception:  # not even that could be looked at: say it failed, not that it is gone
+            return True
 
     def build(self, *, pins: Sequence[str], scope: str | None, memory_allowed: bool) -> Knowledge | None:
         """The block for a session, or None when there is nothing to tell or it failed."""
@@ -167,28 +277,48 @@ class KnowledgeBuilder:
             return None
 
     def _build(self, refs: Sequence[str], scope: str | None, memory_allowed: bool) -> Knowledge | None:
-        pins, problems = self.pins(refs)
+        pins, unread, problems = self.pins(refs)
         memory: MemoryIndex | None = None
+        memory_unreadable = False
         if memory_allowed:
             try:
-                memory = self.memory_index(scope)
+                if "memory" in self.unreadable_kinds():  # its entries are unknown, not none
+                    problems.append(f"memory index: the folder {self.workspace.vault.root / 'memory'} cannot be "
+                                    "listed; see `sentient doctor`")
+                    memory_unreadable = True
+                else:
+                    memory = self.memory_index(scope)
             except Exception as exc:  # a failed store is left out, never shown as empty
                 log.warning("memory index left out of session knowledge: %s", exc)
                 problems.append(f"memory index: {exc}")
-        if not pins and memory is None:
+                memory_unreadable = True
+        if not pins and not unread and memory is None and not memory_unreadable:
             return None
-        text = self.prompts.render(TEMPLATE, pins=pins, memory=memory)
-        signature = signature_of(self.prompts.revision(TEMPLATE), pins, memory)
-        return Knowledge(text, signature, tuple(pins), memory, tuple(problems))
+        text = self.prompts.render(TEMPLATE, pins=pins, unread=unread, memory=memory,
+                                   memory_unreadable=memory_unreadable)
+        signature = signature_of(f"{self.prompts.revision(TEMPLATE)}+{QUOTING}", pins, memory,
+                                 unread=unread, memory_unreadable=memory_unreadable)
+        return Knowledge(text, signature, tuple(pins), memory, tuple(problems), tuple(unread), memory_unreadable)
 
 
-def signature_of(template_revision: str, pins: Sequence[Pin], memory: MemoryIndex | None) -> str:
-    payload = {
+def signature_of(
+    template_revision: str,
+    pins: Sequence[Pin],
+    memory: MemoryIndex | None,
+    *,
+    unread: Sequence[Unread] = (),
+    memory_unreadable: bool = False,
+) -> str:
+    payload: dict[str, Any] = {
         "template": template_revision,
         "pins": [[p.kind, p.id, p.revision] for p in pins],
         "memory": None
         if memory is None
         else [memory.total, [[e.id, e.revision, e.category] for e in memory.entries]],
     }
+    if unread:
+        payload["unread"] = [[u.kind, u.id, u.missing] for u in unread]
+    if memory_unreadable:
+        payload["memory_unreadable"] = True
     digest = hashlib.sha256(json.dumps(payload, separators=(",", ":")).encode()).hexdigest()
     return f"sha256:{digest}"

@@ -2,21 +2,40 @@
 read, create, edit, forget, and allow one flagged revision.
 
 Every listing judges each entry as it is now, so an entry edited on disk into an injection,
-or one written before a pattern existed, shows up flagged without a restart.
+or one written before a pattern existed, shows up flagged without a restart, with the
+patterns that matched and the text they matched.
+
+Reading and allowing also take the other judged files (notes, plans, skills, notepads, runs,
+fact sets), named as `kind:key` (`note:sneaky`, `people:maya/companion`) or by their path in
+the vault (`pins/notes/sneaky.md`); a bare id is a memory entry.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sentient.errors import SentientError, StaleRevision
+from sentient.errors import NotFound, SentientError, StaleRevision
 from sentient.index import IndexedDoc
 from sentient.vault.document import Document, check_id, slugify
+from sentient.vault.kinds import check_key, check_title, classify, one_line
 from sentient.workspace import Workspace
 
 THREAT_KINDS = ("memory", "note", "plan", "skill", "notepad", "people", "run")
+
+
+@dataclass(frozen=True)
+class Match:
+    """One pattern that matched an entry, and the text it matched (normalised, shortened)."""
+
+    pattern: str
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"{self.pattern}: {json.dumps(one_line(self.excerpt), ensure_ascii=False)}"
 
 
 @dataclass(frozen=True)
@@ -38,15 +57,23 @@ class EntryView:
     allowed: bool  # flagged, but the person allowed exactly this revision
     edited_outside: bool  # the text changed since the app last wrote it
     body: str = ""
+    matches: tuple[Match, ...] = ()
 
     @property
     def withheld(self) -> bool:
         return self.flagged and not self.allowed
 
+    @property
+    def ref(self) -> str:
+        """How `sentient memory show/allow` and /api/memory/{ref} name it: the id of a memory
+        entry, `kind:key` of anything else (note:sneaky, skill:weekly-review)."""
+        return self.id if self.kind == "memory" else f"{self.kind}:{self.id}"
+
     def as_dict(self, *, body: bool = False) -> dict[str, Any]:
         data = {
             "kind": self.kind,
             "id": self.id,
+            "ref": self.ref,
             "path": self.path,
             "title": self.title,
             "category": self.category,
@@ -57,6 +84,7 @@ class EntryView:
             "revision": self.revision,
             "flagged": self.flagged,
             "patterns": list(self.patterns),
+            "matches": [{"pattern": m.pattern, "excerpt": m.excerpt} for m in self.matches],
             "allowed": self.allowed,
             "withheld": self.withheld,
             "edited_outside": self.edited_outside,
@@ -67,7 +95,8 @@ class EntryView:
 
 
 def view(workspace: Workspace, item: IndexedDoc | Document) -> EntryView:
-    flagged, patterns, withheld = workspace.judgment_of(item)
+    judgment, allowed = workspace.full_judgment(item)
+    flagged, withheld = judgment.flagged, judgment.withheld(allowed)
     source = item.meta.get("source")
     category = item.meta.get("category")
     scope = item.meta.get("scope")
@@ -76,7 +105,7 @@ def view(workspace: Workspace, item: IndexedDoc | Document) -> EntryView:
         kind=item.kind,
         id=item.key,
         path=str(item.path.relative_to(workspace.vault.root)),
-        title=item.title,
+        title=one_line(item.title),
         category=category if isinstance(category, str) else None,
         scope=scope if isinstance(scope, str) else None,
         source=source if isinstance(source, str) else None,
@@ -84,10 +113,11 @@ def view(workspace: Workspace, item: IndexedDoc | Document) -> EntryView:
         updated=updated if isinstance(updated, str) else None,
         revision=item.revision,
         flagged=flagged,
-        patterns=patterns,
+        patterns=judgment.patterns,
         allowed=flagged and not withheld,
         edited_outside=item.stored_revision != item.revision,
         body=item.body,
+        matches=tuple(Match(f.pattern_id, f.excerpt) for f in judgment.findings),
     )
 
 
@@ -115,19 +145,68 @@ def flagged_everywhere(workspace: Workspace) -> list[EntryView]:
     return found
 
 
-def get_entry(workspace: Workspace, key: str) -> EntryView:
-    return view(workspace, workspace.vault.get("memory", check_id(key, "memory id")))
+def judge_hit(workspace: Workspace, kind: str, key: str) -> EntryView | None:
+    """A search hit as a person sees it, judged now; None for a kind that is not judged
+    (sessions, tasks) or a hit the index no longer holds."""
+    if kind not in THREAT_KINDS:
+        return None
+    doc = workspace.index.get(kind, key)
+    return view(workspace, doc) if doc is not None else None
+
+
+def parse_ref(workspace: Workspace, ref: str) -> tuple[str, str]:
+    """(kind, key) of what a person names: a memory entry's id, `kind:key` of any judged file
+    (note:sneaky, plan:x, skill:x, notepad:<task>, run:<task>/<run>, people:<user>/<persona>),
+    or a judged file's path in the vault (pins/notes/sneaky.md)."""
+    if ref.endswith(".md") and ":" not in ref:
+        path = Path(ref)
+        root = workspace.vault.root
+        try:
+            rel = path.resolve().relative_to(root.resolve()) if path.is_absolute() else path
+        except ValueError:
+            raise SentientError(f"{ref} is outside the vault {root}") from None
+        found = classify(PurePosixPath(rel.as_posix()))
+        if found is None or found[0] not in THREAT_KINDS:
+            raise SentientError(f"{ref} is not a memory entry, note, plan, skill, notepad, run or fact set "
+                                "of the vault; name it by its path in the vault, as `sentient doctor` shows it")
+        return found[0], check_key(*found)
+    kind, colon, key = ref.partition(":")
+    if not colon:
+        return "memory", check_id(ref, "memory id")
+    if kind not in THREAT_KINDS:
+        raise SentientError(f"'{ref}': name a memory entry by its id, anything else as one of "
+                            f"{', '.join(k + ':<id>' for k in THREAT_KINDS)}")
+    return kind, check_key(kind, key)
+
+
+def _get(workspace: Workspace, kind: str, key: str) -> Document:
+    """The file, or NotFound that says where a memory id the person gave is found instead."""
+    try:
+        return workspace.vault.get(kind, key)
+    except NotFound as exc:
+        if kind != "memory":
+            raise
+        elsewhere = [other for other in THREAT_KINDS[1:4] if workspace.vault.locate(other, key) is not None]
+        if not elsewhere:
+            raise
+        raise NotFound(f"{exc.message}; there is a {elsewhere[0]} '{key}': name it {elsewhere[0]}:{key}") from None
+
+
+def get_entry(workspace: Workspace, ref: str) -> EntryView:
+    """One entry (or another judged file: see parse_ref) in full, with its judgment."""
+    return view(workspace, _get(workspace, *parse_ref(workspace, ref)))
 
 
 def create_entry(
     workspace: Workspace, *, title: str, body: str, id: str | None = None, meta: Mapping[str, Any] | None = None
 ) -> EntryView:
     """A new entry written by the person (source: user). Scanned and flagged on write."""
-    if not title.strip():
-        raise SentientError("title: must not be empty")
+    title = check_title(title)
+    if not body.strip():
+        raise SentientError("text: an entry needs some text (what there is to remember); it is empty")
     key = check_id(id, "memory id") if id else free_id(workspace, title)
     fields = {"category": "general", "scope": "global", "source": "user", "untrusted": False, **(meta or {})}
-    document = workspace.vault.create("memory", key, {**fields, "title": title.strip()}, _body(body))
+    document = workspace.vault.create("memory", key, {**fields, "title": title}, _body(body))
     workspace.index.update(document.path)
     return view(workspace, document)
 
@@ -144,9 +223,7 @@ def edit_entry(
     """Change an entry the caller read at `expected_revision`; Conflict if it changed since."""
     updates = dict(meta or {})
     if title is not None:
-        if not title.strip():
-            raise SentientError("title: must not be empty")
-        updates["title"] = title.strip()
+        updates["title"] = check_title(title)
     document = workspace.vault.update(
         "memory", check_id(key, "memory id"), updates, None if body is None else _body(body),
         expected_revision=expected_revision,
@@ -161,17 +238,19 @@ def forget_entry(workspace: Workspace, key: str, *, expected_revision: str | Non
     return str(path.relative_to(workspace.vault.root))
 
 
-def allow_entry(workspace: Workspace, key: str, revision: str | None = None) -> EntryView:
-    """Let exactly the current revision of a flagged entry through; an edit judges it afresh.
+def allow_entry(workspace: Workspace, ref: str, revision: str | None = None) -> EntryView:
+    """Let exactly the current revision of a flagged entry (or note, plan, skill...: see
+    parse_ref) through; an edit judges it afresh.
 
     `revision`, when given, must be the current one (what the person looked at)."""
-    current = workspace.vault.get("memory", check_id(key, "memory id"))
+    kind, key = parse_ref(workspace, ref)
+    current = _get(workspace, kind, key)
     if revision is not None and revision != current.revision:
-        raise StaleRevision(f"memory '{key}' is no longer at revision {revision} (it is at {current.revision}); "
+        raise StaleRevision(f"{kind} '{key}' is no longer at revision {revision} (it is at {current.revision}); "
                             "look at it again before allowing it")
     flagged, patterns, _ = workspace.judgment_of(current)
     if not flagged:
-        raise SentientError(f"memory '{key}' is not flagged; there is nothing to allow")
+        raise SentientError(f"{kind} '{key}' is not flagged; there is nothing to allow")
 
     def allow(document: Document) -> Document:
         threat = dict(document.meta.get("threat") or {})
@@ -185,7 +264,7 @@ def allow_entry(workspace: Workspace, key: str, revision: str | None = None) -> 
         )
         return document.replace({"threat": threat})
 
-    document = workspace.vault.update("memory", key, expected_revision=current.revision, transform=allow)
+    document = workspace.vault.update(kind, key, expected_revision=current.revision, transform=allow)
     workspace.index.update(document.path)
     return view(workspace, document)
 

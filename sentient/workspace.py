@@ -8,7 +8,7 @@ from types import TracebackType
 
 from sentient.config import Settings
 from sentient.index import Index, IndexedDoc
-from sentient.threats import PatternSet, ThreatJudge, allowed_revision
+from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision
 from sentient.vault import Document, Vault
 
 
@@ -35,11 +35,18 @@ class Workspace:
     def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
         """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
         patterns; a cache lookup when the revision was judged before."""
+        judgment, allowed = self.full_judgment(item)
+        return judgment.flagged, judgment.patterns, judgment.withheld(allowed)
+
+    def full_judgment(self, item: IndexedDoc | Document) -> tuple[Judgment, str | None]:
+        """The judgment of an entry's text as it is now (with its findings: the patterns and
+        the text they matched), and the revision the person allowed; a lookup when cached."""
         threat = item.meta.get("threat")
         allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
         if isinstance(item, Document):
             allowed = allowed_revision(item)
-        return self.judged(item.title, item.body, item.revision, allowed if isinstance(allowed, str) else None)
+        judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
+        return judgment, allowed if isinstance(allowed, str) else None
 
     def judged(self, title: str, body: str, revision: str, allowed: str | None) -> tuple[bool, tuple[str, ...], bool]:
         """judgment_of for an entry given by its parts (`allowed`: its threat.allowed_revision)."""

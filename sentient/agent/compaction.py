@@ -6,8 +6,9 @@ pinned, as one synthetic turn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from sentient.knowledge import quoted, quoted_attribute
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.vault import transcript
@@ -35,16 +36,20 @@ def pinned(messages: tuple[transcript.Message, ...]) -> list[transcript.Message]
 
 
 def pinned_block(messages: list[transcript.Message]) -> str:
+    """The pinned messages as quoted data (see knowledge.quoted): no message can end its
+    wrapper or open one of its own."""
     if not messages:
         return ""
     shown = "\n".join(
-        f'<pinned-message role="{m.role}" time="{m.time}">\n{m.text.strip()}\n</pinned-message>' for m in messages
+        f'<pinned-message role="{quoted_attribute(m.role)}" time="{quoted_attribute(m.time)}">\n'
+        f"{quoted(m.text.strip())}\n</pinned-message>"
+        for m in messages
     )
-    return "Messages the person pinned in this session, kept word for word:\n" + shown
+    return "Messages the person pinned in this session, kept word for word (quoted data):\n" + shown
 
 
 def summarise(llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message]) -> str:
-    shown = [m for m in older if m.role in ("user", "assistant") and m.text.strip()]
+    shown = [replace(m, text=quoted(m.text)) for m in older if m.role in ("user", "assistant") and m.text.strip()]
     prompt = prompts.render("summary.md.j2", previous=previous, messages=shown, words=SUMMARY_WORDS)
     return llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
 

@@ -21,14 +21,14 @@ from sentient.agent.context import Background, HeldCall, ToolContext, memory_all
 from sentient.agent.loop import CallRecord, Message, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.errors import NotFound, SentientError
-from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin
+from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.tools import build_registry
 from sentient.tools.memory import relevant_memories
 from sentient.vault import transcript
 from sentient.vault.document import Document
-from sentient.vault.kinds import check_key
+from sentient.vault.kinds import check_key, one_line
 from sentient.vault.store import iso, utc_now
 from sentient.workspace import Workspace
 
@@ -151,20 +151,20 @@ class Agent:
         key: str | None = None,
         scope: str | None = None,
     ) -> str:
-        pins = check_pins(pins or [])
+        pins = require_pins(self.workspace.vault, check_pins(pins or []))
         if incognito:
             key = INCOGNITO_PREFIX + secrets.token_hex(4)
             self._incognito[key] = []
             self._incognito_meta[key] = {"pins": list(pins or [])}
             return key
         key = key or self.clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        meta = {"title": title or "New chat", "scope": scope, "channel": channel, "pins": pins}
+        meta = {"title": one_line(title or "") or "New chat", "scope": scope, "channel": channel, "pins": pins}
         self.workspace.vault.create("session", key, meta)
         return key
 
     def set_pins(self, key: str, pins: list[str]) -> list[str]:
         """Replace a session's pins; the next message carries the changed block."""
-        pins = check_pins(pins)
+        pins = require_pins(self.workspace.vault, check_pins(pins), self.session_settings(key)[0])
         if key in self._incognito:
             self._incognito_meta.setdefault(key, {})["pins"] = pins
         else:

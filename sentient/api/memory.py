@@ -1,5 +1,8 @@
 """Memory entries: list, search, read, create, edit (If-Match), forget, flagged, allow.
 
+Reading and allowing take any judged file, as `/api/memory/flagged` names it (`ref`): a memory
+entry's id, or `note:sneaky`, `skill:weekly-review`, `people:maya/companion`...
+
 Only mounted when memory exists in the process (features.memory); otherwise these routes do
 not exist and answer 404."""
 
@@ -8,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sentient.api.deps import WorkspaceDep
 from sentient.errors import SentientError, StaleRevision
@@ -23,6 +26,7 @@ from sentient.memory import (
     view,
 )
 from sentient.vault.document import check_id
+from sentient.vault.kinds import TITLE_RULE
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -36,6 +40,17 @@ class NewEntry(BaseModel):
     category: str = "general"
     scope: str = "global"
 
+    @field_validator("title")
+    @classmethod
+    def one_line(cls, title: str) -> str:
+        return _one_line(title)
+
+
+def _one_line(title: str) -> str:
+    if len(title.strip().splitlines()) > 1:
+        raise ValueError(TITLE_RULE)
+    return title
+
 
 class EntryEdit(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -44,6 +59,18 @@ class EntryEdit(BaseModel):
     body: str | None = None
     category: str | None = None
     scope: str | None = None
+
+    @field_validator("title")
+    @classmethod
+    def one_line(cls, title: str | None) -> str | None:
+        return None if title is None else _one_line(title)
+
+
+def expected_revision(if_match: str | None) -> str | None:
+    """The revision an `If-Match` header names; None for none, or for `*` (any revision)."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    return if_match.strip().strip('"')
 
 
 class Allow(BaseModel):
@@ -65,7 +92,7 @@ def list_memory(
 
 @router.get("/search")
 def search_memory(
-    workspace: WorkspaceDep, q: Annotated[str, Query(min_length=1)], limit: int = 10
+    workspace: WorkspaceDep, q: Annotated[str, Query(min_length=1)], limit: Annotated[int, Query(ge=1, le=100)] = 10
 ) -> list[dict[str, Any]]:
     """Ranked hits among memory entries (flagged ones are shown to the person, marked)."""
     results = []
@@ -82,8 +109,9 @@ def flagged(workspace: WorkspaceDep) -> list[dict[str, Any]]:
     return [e.as_dict() for e in flagged_everywhere(workspace)]
 
 
-@router.get("/{entry_id}")
+@router.get("/{entry_id:path}")
 def read_memory(entry_id: str, workspace: WorkspaceDep) -> dict[str, Any]:
+    """One entry in full (or another judged file, by its `ref`: `note:sneaky`)."""
     return get_entry(workspace, entry_id).as_dict(body=True)
 
 
@@ -102,9 +130,9 @@ def edit_memory(
     if_match: Annotated[str | None, Header(description="the revision you read; 412 if it changed")] = None,
 ) -> dict[str, Any]:
     """Change an entry. Send `If-Match: <revision>`; a stale revision gets 412 and the file
-    is left as it is."""
+    is left as it is (`If-Match: *`: any revision)."""
     meta = {k: v for k, v in {"category": edit.category, "scope": edit.scope}.items() if v is not None}
-    expected = if_match.strip('"') if if_match else None
+    expected = expected_revision(if_match)
     try:
         entry = edit_entry(workspace, entry_id, expected_revision=expected, title=edit.title, body=edit.body,
                            meta=meta)
@@ -122,7 +150,7 @@ def forget_memory(
     if_match: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
     """Forget an entry (its file is removed; git history keeps it)."""
-    expected = if_match.strip('"') if if_match else None
+    expected = expected_revision(if_match)
     try:
         path = forget_entry(workspace, entry_id, expected_revision=expected)
     except SentientError as exc:
@@ -132,9 +160,10 @@ def forget_memory(
     return {"forgotten": entry_id, "path": path}
 
 
-@router.post("/{entry_id}/allow")
+@router.post("/{entry_id:path}/allow")
 def allow_memory(entry_id: str, workspace: WorkspaceDep, body: Allow | None = None) -> dict[str, Any]:
-    """Let exactly this revision of a flagged entry reach the model; an edit judges it again."""
+    """Let exactly this revision of a flagged entry reach the model; an edit judges it again.
+    Any flagged file can be allowed by its `ref` (`note:sneaky`, `people:maya/companion`)."""
     return allow_entry(workspace, entry_id, body.revision if body else None).as_dict()
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict
 
-from sentient.agent.turn import check_pins, session_knowledge
+from sentient.agent.context import memory_allowed
+from sentient.agent.turn import Agent, check_pins, session_knowledge
 from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.errors import NotFound
+from sentient.knowledge import Knowledge, require_pins
 from sentient.vault import transcript
-from sentient.vault.kinds import check_key
+from sentient.vault.kinds import check_key, one_line
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 
@@ -23,11 +25,11 @@ class Pins(BaseModel):
 
 
 @router.get("")
-def list_sessions(workspace: WorkspaceDep, limit: int = 50) -> list[dict[str, Any]]:
+def list_sessions(workspace: WorkspaceDep, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
     """Stored sessions, newest first (incognito sessions are never stored)."""
     docs = sorted(workspace.index.documents("session"), key=lambda d: d.updated or "", reverse=True)
     return [
-        {"id": d.key, "title": d.title, "updated": d.updated, "channel": d.meta.get("channel"),
+        {"id": d.key, "title": one_line(d.title), "updated": d.updated, "channel": d.meta.get("channel"),
          "pins": d.meta.get("pins") or []}
         for d in docs[: max(1, min(limit, 500))]
     ]
@@ -64,16 +66,30 @@ def get_pins(session_id: str, agent: AgentDep) -> Pins:
 
 @router.put("/{session_id}/pins")
 def put_pins(session_id: str, body: Pins, agent: AgentDep) -> Pins:
-    """Replace the session's pins; the next message carries the changed block."""
+    """Replace the session's pins; the next message carries the changed block. A pin that
+    names no note or plan is refused (404); one already pinned may stay though its file is gone."""
     check_key("session", session_id)
-    return Pins(pins=agent.set_pins(session_id, check_pins(body.pins)))
+    pins = check_pins(body.pins)
+    require_pins(agent.workspace.vault, pins, pinned=agent.session_settings(session_id)[0])
+    return Pins(pins=agent.set_pins(session_id, pins))
+
+
+def knowledge_of(agent: Agent, session_id: str) -> tuple[Knowledge | None, bool]:
+    """What a session's next message would carry, and whether the session already carries it;
+    an incognito session's too, while this process holds it."""
+    if not agent.is_incognito(session_id):
+        return session_knowledge(agent.workspace, session_id, agent.prompts)
+    pins, scope, delivered = agent.session_settings(session_id)
+    allowed = memory_allowed(incognito=True, channel="chat", settings=agent.settings)
+    knowledge = agent.knowledge.build(pins=pins, scope=scope, memory_allowed=allowed)
+    return knowledge, knowledge is not None and knowledge.signature == delivered
 
 
 @router.get("/{session_id}/knowledge")
-def get_knowledge(session_id: str, workspace: WorkspaceDep) -> dict[str, Any]:
+def get_knowledge(session_id: str, agent: AgentDep) -> dict[str, Any]:
     """Exactly what the session is told, and whether it already carries it."""
     check_key("session", session_id)
-    knowledge, delivered = session_knowledge(workspace, session_id)
+    knowledge, delivered = knowledge_of(agent, session_id)
     if knowledge is None:
         return {"text": None, "signature": None, "delivered": False, "problems": []}
     return {"text": knowledge.text, "signature": knowledge.signature, "delivered": delivered,

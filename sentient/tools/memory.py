@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
+from sentient.knowledge import quoted, quoted_attribute
 from sentient.memory import free_id
 from sentient.vault.document import check_id
 from sentient.workspace import Workspace
@@ -36,6 +37,15 @@ class Entry:
     untrusted: bool
     source: str | None
 
+    @property
+    def shown_title(self) -> str:
+        """The title as the model sees it: one line, quoted (knowledge.quoted)."""
+        return quoted_attribute(self.title)
+
+    @property
+    def shown_body(self) -> str:
+        return quoted(self.body.strip())
+
 
 def _entry(doc: IndexedDoc) -> Entry:
     source = doc.meta.get("source")
@@ -43,18 +53,19 @@ def _entry(doc: IndexedDoc) -> Entry:
 
 
 def quote(entry: Entry, *, full: bool = False) -> str:
-    """An entry as quoted data with its provenance."""
+    """An entry as quoted data with its provenance: no title, field or body can end the
+    <memory> wrapper or open a tag of its own (knowledge.quoted)."""
     body = entry.body.strip()
     if not full and len(body) > BODY_PREVIEW:
         body = body[:BODY_PREVIEW] + f"... (memory_recall id={entry.id} for the rest)"
-    attributes = f'id="{entry.id}" title="{entry.title}"'
+    attributes = f'id="{entry.id}" title="{entry.shown_title}"'
     if entry.category:
-        attributes += f' category="{entry.category}"'
+        attributes += f' category="{quoted_attribute(entry.category)}"'
     if entry.source:
-        attributes += f' source="{entry.source}"'
+        attributes += f' source="{quoted_attribute(entry.source)}"'
     if entry.untrusted:
         attributes += ' untrusted="true"'
-    return f"<memory {attributes}>\n{body}\n</memory>"
+    return f"<memory {attributes}>\n{quoted(body)}\n</memory>"
 
 
 def visible_memories(workspace: Workspace, query: str, limit: int, *, any_word: bool = False) -> list[Entry]:
@@ -152,6 +163,8 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     workspace = ctx.agent.workspace
     if not title.strip() or not text.strip():
         raise ToolRefused("both title and text are needed")
+    if len(title.strip().splitlines()) > 1:
+        raise ToolRefused("title must be one line; put the rest in text")
     meta = {"title": title.strip(), "category": category, "scope": scope, "source": ctx.source,
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
@@ -235,7 +248,7 @@ def memory_search_history(ctx: ToolContext, id: str, limit: int = 5) -> str:
         if workspace.judge_text(shown.stdout):
             versions.append(f"<version committed=\"{when}\">(withheld: it reads like instructions)</version>")
         else:
-            versions.append(f"<version committed=\"{when}\">\n{shown.stdout.strip()}\n</version>")
+            versions.append(f"<version committed=\"{when}\">\n{quoted(shown.stdout.strip())}\n</version>")
     return "\n".join(versions) or f"No committed versions of {id} yet."
 
 

@@ -17,6 +17,8 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
     """
     if not name.strip() or not steps.strip():
         raise ToolRefused("both name and steps are needed")
+    if len(name.strip().splitlines()) > 1:
+        raise ToolRefused("name must be one line; put the rest in steps")
     workspace = ctx.agent.workspace
     key = slugify(name, "skill")
     meta = {"title": name.strip(), "source": ctx.source, "untrusted": ctx.untrusted}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from sentient.errors import InvalidId
+from sentient.errors import InvalidId, SentientError
 from sentient.vault.document import FieldSpec, check_id, is_temp_name
 
 
@@ -123,6 +123,27 @@ KINDS: dict[str, Kind] = {
     )
 }
 
+
+TITLE_RULE = "must be a single line (put the rest in the body)"
+
+
+def check_title(title: str, what: str = "title") -> str:
+    """A title as written by the app, the API, the CLI or a tool: stripped, never empty, one
+    line. Raises SentientError naming the field."""
+    stripped = title.strip()
+    if not stripped:
+        raise SentientError(f"{what}: must not be empty")
+    if len(stripped.splitlines()) > 1:
+        raise SentientError(f"{what}: {TITLE_RULE}")
+    return stripped
+
+
+def one_line(title: str) -> str:
+    """A title as shown (to the model, in a listing): a hand-made file's multi-line title
+    with its line breaks folded to single spaces."""
+    if title.isprintable():  # no line break of any kind (\n, \r, \u2028, ...)
+        return title
+    return " ".join(part.strip() for part in title.splitlines() if part.strip())
 
 
 def kind(name: str) -> Kind:

@@ -1,0 +1,60 @@
+"""`sentient doctor --record`: write the app's view of hand-edited files into their frontmatter.
+
+Reading never writes (DESIGN section 1): what the app knows about a file edited in an editor,
+its current revision and its threat judgment, lives in the index. When the person asks, it is
+recorded in the files themselves, through the same conditional writes as every other change, so
+that the frontmatter says again what the text is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sentient.errors import SentientError
+from sentient.index import IndexedDoc
+from sentient.vault.kinds import kind
+from sentient.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Recorded:
+    written: list[Path]
+    failed: list[str]  # one message per file that could not be written (it is left as it was)
+
+
+def _threat(value: Any) -> tuple[bool, tuple[str, ...], Any, Any] | None:
+    """A `threat:` value as a comparable tuple (None: nothing matched)."""
+    if not isinstance(value, Mapping) or not value.get("flagged"):
+        return None
+    patterns = value.get("patterns")
+    return (True, tuple(patterns) if isinstance(patterns, list) else (), value.get("pattern_set"),
+            value.get("allowed_revision"))
+
+
+def _records(document_kind: str) -> bool:
+    return any(spec.name == "revision" for spec in kind(document_kind).fields)
+
+
+def stale(workspace: Workspace) -> list[IndexedDoc]:
+    """The documents whose stored revision or threat judgment is not what they are now."""
+    workspace.index.sync()
+    return [doc for doc in workspace.index.documents()
+            if _records(doc.kind) and (doc.edited_outside or _threat(doc.meta.get("threat")) != _threat(doc.threat))]
+
+
+def record(workspace: Workspace) -> Recorded:
+    """Write each stale document's revision and judgment into its frontmatter. A file changed
+    again meanwhile is left alone (a conflict) and reported."""
+    written: list[Path] = []
+    failed: list[str] = []
+    for doc in stale(workspace):
+        try:
+            written.append(workspace.vault.update(doc.kind, doc.key, expected_revision=doc.revision).path)
+        except SentientError as exc:
+            failed.append(exc.message)
+    if written:
+        workspace.index.sync()
+    return Recorded(written, failed)
