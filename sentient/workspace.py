@@ -45,8 +45,16 @@ class Workspace:
         allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
         if isinstance(item, Document):
             allowed = allowed_revision(item)
-        judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
+        if isinstance(item, IndexedDoc) and item.threat is None and self._judged_by_index():
+            judgment = self.judge.clean(item.revision)  # the index judged this revision with these patterns
+        else:
+            judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
         return judgment, allowed if isinstance(allowed, str) else None
+
+    def _judged_by_index(self) -> bool:
+        """Whether the index's rows were judged with the current patterns (then a row with no
+        `threat` is a revision they find nothing in: a lookup, in any process)."""
+        return self._index is not None and self._index.judge_version == self.judge_fingerprint
 
     def judged(self, title: str, body: str, revision: str, allowed: str | None) -> tuple[bool, tuple[str, ...], bool]:
         """judgment_of for an entry given by its parts (`allowed`: its threat.allowed_revision)."""

@@ -13,6 +13,7 @@ from sentient.cli import main
 from sentient.config import load_settings
 from sentient.errors import Conflict, NotFound, SentientError
 from sentient.memory import allow_entry, create_entry, edit_entry, flagged_everywhere, list_entries
+from sentient.threats import judge as judge_module
 from sentient.workspace import Workspace, open_workspace
 from tests.agent_support import agent_on, configure
 from tests.scripted import Scripted, call, text
@@ -268,3 +269,27 @@ def test_an_entry_with_no_text_is_refused_from_every_door(workspace: Workspace) 
     with pytest.raises(SentientError, match="an entry needs some text"):
         create_entry(workspace, title="Empty", body="  \n")
     assert not (workspace.vault.root / "memory" / "empty.md").exists()
+
+
+def test_a_new_process_takes_clean_judgments_from_the_index_and_scans_only_flagged_ones(
+    make_vault: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = make_vault("basic")
+    first = open_workspace(load_settings(vault, {}))
+    create_entry(first, title="Pricing page notes", body=INJECTION)
+    create_entry(first, title="Tea", body="Green tea with cardamom.")
+    first.close()
+    later = open_workspace(load_settings(vault, {}))
+    later.index.sync()
+    later.judge.clear()  # as in a new process whose index is up to date: nothing judged yet
+    scanned: list[str] = []
+    real = judge_module.judge_text
+    monkeypatch.setattr(judge_module, "judge_text", lambda text, *a: scanned.append(text) or real(text, *a))
+    entries = {e.id: e for e in list_entries(later)}
+    assert entries["pricing-page-notes"].withheld and entries["pricing-page-notes"].matches
+    assert not entries["tea"].flagged
+    assert scanned == [f"Pricing page notes\n{INJECTION}\n"]  # every clean entry was a lookup
+    configure(vault, threats={"patterns": [{"id": "cardamom", "class": "override",
+                                            "description": "test word", "regex": "cardamom"}]})
+    changed = open_workspace(load_settings(vault, {}))  # another pattern set: the index's verdicts do not count
+    assert {e.id for e in list_entries(changed, flagged_only=True)} >= {"tea", "pricing-page-notes"}

@@ -54,6 +54,8 @@ class Index(Reader):
         self.path = vault.state_dir / DB_NAME
         self._judge = judge
         self._judge_many = judge_many
+        # the judge every row's `threat` comes from (None: rows keep the frontmatter's)
+        self.judge_version = None if judge is None else judge_version
         self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
                                         "session_bytes": vault.max_bytes("session"),
                                         "judge": None if judge is None else judge_version})

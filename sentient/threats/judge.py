@@ -131,6 +131,20 @@ class ThreatJudge:
                 self._cache.popitem(last=False)
         return judgment
 
+    def clean(self, revision: str) -> Judgment:
+        """The judgment of a revision that this pattern set is known to find nothing in (an
+        index built with this judge recorded so), without scanning it: the cache across
+        processes that the index is. Cached like any other."""
+        patterns = self.patterns
+        key = (revision, patterns.fingerprint)
+        with self._lock:
+            judgment = self._cache.get(key)
+            if judgment is None:
+                judgment = self._cache[key] = _judgment((), patterns, revision)
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+            return judgment
+
     def judge_many(self, subjects: Sequence[Document | str]) -> list[Judgment]:
         """The judgments of many documents (or texts), as `judge` gives them one by one, but
         with the ones not cached scanned together (`scan_many`): much faster for many short
