@@ -30,7 +30,15 @@ from sentient.doctor import allow_command, examine
 from sentient.errors import SentientError
 from sentient.knowledge import require_pins
 from sentient.llm import LLM
-from sentient.memory import allow_entry, create_entry, forget_entry, get_entry, judge_hit, list_entries
+from sentient.memory import (
+    allow_entry,
+    create_entry,
+    forget_entry,
+    get_entry,
+    judge_hit,
+    list_entries,
+    unreadable_memory,
+)
 from sentient.record import record, stale
 from sentient.threats import scan
 from sentient.vault.document import Document
@@ -250,7 +258,9 @@ def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
     entries = list_entries(workspace, category=args.category, scope=args.scope, flagged_only=args.flagged)
     if args.json:
         print(json.dumps([e.as_dict() for e in entries], ensure_ascii=False, indent=2))
-        return 0
+        for problem in unreadable_memory(workspace):
+            print(f"warning: {problem} (the entries in it are not listed)", file=sys.stderr)
+        return 1 if unreadable_memory(workspace) else 0
     for entry in entries:
         mark = "!" if entry.withheld else ("~" if entry.flagged else " ")
         print(f"{mark} {entry.id:<32} {entry.title}")
@@ -259,7 +269,10 @@ def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"    {state}: {', '.join(entry.patterns)}  ({entry.path})")
     flagged = sum(e.withheld for e in entries)
     print(f"{len(entries)} entries" + (f", {flagged} flagged (see `sentient memory show ID`)" if flagged else ""))
-    return 0
+    missing = unreadable_memory(workspace)
+    for problem in missing:
+        print(f"warning: {problem} (the entries in it are not listed)", file=sys.stderr)
+    return 1 if missing else 0
 
 
 def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:

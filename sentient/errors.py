@@ -37,6 +37,12 @@ class StaleRevision(SentientError):
     status = 412
 
 
+class Unreadable(SentientError):
+    """A whole source (the memory folder, say) cannot be read now: what it holds is unknown, not none."""
+
+    status = 503
+
+
 class TooLarge(SentientError):
     """A write that would make a file larger than the vault reads; nothing was written."""
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from sentient.errors import NotFound, SentientError
 from sentient.prompts import Prompts
+from sentient.threats.normalisation import UNHIDABLE
 from sentient.vault import Vault
 from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS, check_key, one_line
@@ -36,14 +37,16 @@ from sentient.workspace import Workspace
 TEMPLATE = "session_knowledge.md.j2"
 # What the block's values go through before the template sees them (see `quoted`): counted in
 # the signature with the template's own revision, so a change here re-sends every block once.
-QUOTING = "quoting:1"
+QUOTING = "quoting:2"
 LINE_CHARS = 100
 PIN_KINDS = {"note": "note", "plan": "plan"}
 
-# A '<' (or a full-width look-alike) that could start a tag: a letter, '!' or '?' right after it
-# (invisible characters aside), or a '/' after it past any spaces. 'a < b' and '<3' stay as written.
-_INVISIBLE = "\u00ad\u200b-\u200f\u2060-\u2064\ufeff"
-_TAG_START = re.compile(rf"[<\uff1c\ufe64](?=[{_INVISIBLE}]*(?:[!?]|[^\W\d_])|[\s{_INVISIBLE}]*/)")
+# A '<' (or a look-alike) that could start a tag: a letter, '!' or '?' right after it (invisible
+# characters aside: every one the threat scan removes), or a '/' after it past any spaces.
+# 'a < b' and '<3' stay as written.
+_INVISIBLE = UNHIDABLE.pattern[1:-1]  # the class's contents
+_TAG_START = re.compile(rf"[<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u02c2]"
+                        rf"(?=[{_INVISIBLE}]*(?:[!?]|[^\W\d_])|[\s{_INVISIBLE}]*/)")
 
 
 def quoted(text: str) -> str:
@@ -131,6 +134,7 @@ class Knowledge:
     problems: tuple[str, ...] = ()  # what was left out and why
     unread: tuple[Unread, ...] = ()  # pins that could not be read (the block says so)
     memory_unreadable: bool = False  # memory failed to load (the block says so)
+    memory_partial: tuple[str, ...] = ()  # memory subfolders that could not be listed (the block says so)
 
 
 def parse_pin(ref: str) -> tuple[str, str]:
@@ -280,6 +284,7 @@ class KnowledgeBuilder:
         pins, unread, problems = self.pins(refs)
         memory: MemoryIndex | None = None
         memory_unreadable = False
+        partial: tuple[str, ...] = ()
         if memory_allowed:
             try:
                 if "memory" in self.unreadable_kinds():  # its entries are unknown, not none
@@ -288,17 +293,28 @@ class KnowledgeBuilder:
                     memory_unreadable = True
                 else:
                     memory = self.memory_index(scope)
+                    partial = self.unlisted_memory_folders()
             except Exception as exc:  # a failed store is left out, never shown as empty
                 log.warning("memory index left out of session knowledge: %s", exc)
                 problems.append(f"memory index: {exc}")
                 memory_unreadable = True
         if not pins and not unread and memory is None and not memory_unreadable:
             return None
+        problems += [f"memory index: the folder {folder} cannot be listed; see `sentient doctor`" for folder in partial]
         text = self.prompts.render(TEMPLATE, pins=pins, unread=unread, memory=memory,
-                                   memory_unreadable=memory_unreadable)
+                                   memory_unreadable=memory_unreadable, memory_partial=partial)
         signature = signature_of(f"{self.prompts.revision(TEMPLATE)}+{QUOTING}", pins, memory,
-                                 unread=unread, memory_unreadable=memory_unreadable)
-        return Knowledge(text, signature, tuple(pins), memory, tuple(problems), tuple(unread), memory_unreadable)
+                                 unread=unread, memory_unreadable=memory_unreadable, memory_partial=partial)
+        return Knowledge(text, signature, tuple(pins), memory, tuple(problems), tuple(unread), memory_unreadable,
+                         partial)
+
+    def unlisted_memory_folders(self) -> tuple[str, ...]:
+        """Folders inside memory/ that the last look at the vault could not list (their entries
+        are missing from the index, not forgotten)."""
+        vault = self.workspace.vault
+        top = vault.root / KINDS["memory"].folder
+        return tuple(problem.path.relative_to(vault.root).as_posix()
+                     for problem in vault.folder_problems({"memory"}) if problem.path != top)
 
 
 def signature_of(
@@ -308,6 +324,7 @@ def signature_of(
     *,
     unread: Sequence[Unread] = (),
     memory_unreadable: bool = False,
+    memory_partial: Sequence[str] = (),
 ) -> str:
     payload: dict[str, Any] = {
         "template": template_revision,
@@ -320,5 +337,7 @@ def signature_of(
         payload["unread"] = [[u.kind, u.id, u.missing] for u in unread]
     if memory_unreadable:
         payload["memory_unreadable"] = True
+    if memory_partial:
+        payload["memory_partial"] = list(memory_partial)
     digest = hashlib.sha256(json.dumps(payload, separators=(",", ":")).encode()).hexdigest()
     return f"sha256:{digest}"

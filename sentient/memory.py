@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sentient.errors import NotFound, SentientError, StaleRevision
+from sentient.errors import NotFound, SentientError, StaleRevision, Unreadable
 from sentient.index import IndexedDoc
+from sentient.vault import Problem
 from sentient.vault.document import Document, check_id, slugify
 from sentient.vault.kinds import check_key, check_title, classify, one_line
 from sentient.workspace import Workspace
@@ -130,10 +131,28 @@ def list_entries(
     flagged_only: bool = False,
 ) -> list[EntryView]:
     workspace.index.sync()
+    if kind == "memory":
+        whole_memory_readable(workspace)
     views = [view(workspace, doc) for doc in workspace.index.documents(kind, scope=scope)]
     return [
         v for v in views if (category is None or v.category == category) and (not flagged_only or v.flagged)
     ]
+
+
+def unreadable_memory(workspace: Workspace) -> list[Problem]:
+    """The memory folders the last look at the vault could not list: memory/ itself (then
+    nothing can be said of what is remembered) or some of its subfolders (then some is missing)."""
+    return workspace.vault.folder_problems({"memory"})
+
+
+def whole_memory_readable(workspace: Workspace) -> list[Problem]:
+    """unreadable_memory(), when memory/ itself can be listed; else Unreadable, naming it."""
+    problems = unreadable_memory(workspace)
+    top = workspace.vault.root / "memory"
+    for problem in problems:
+        if problem.path == top:
+            raise Unreadable(f"{problem}; what is remembered cannot be listed until then (it is not empty)")
+    return problems
 
 
 def flagged_everywhere(workspace: Workspace) -> list[EntryView]:
@@ -203,7 +222,7 @@ def create_entry(
     """A new entry written by the person (source: user). Scanned and flagged on write."""
     title = check_title(title)
     if not body.strip():
-        raise SentientError("text: an entry needs some text (what there is to remember); it is empty")
+        raise SentientError("body: an entry needs some text (what there is to remember); it is empty")
     key = check_id(id, "memory id") if id else free_id(workspace, title)
     fields = {"category": "general", "scope": "global", "source": "user", "untrusted": False, **(meta or {})}
     document = workspace.vault.create("memory", key, {**fields, "title": title}, _body(body))

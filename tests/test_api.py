@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -709,3 +710,28 @@ def test_pinning_a_note_that_does_not_exist_is_refused(client: TestClient, basic
     (basic / "pins/plans/ledger-v2-launch.md").unlink()  # a pinned plan whose file went: may stay
     kept = client.put("/api/sessions/k3f9a2/pins", json={"pins": ["plan:ledger-v2-launch", "note:interview-script"]})
     assert kept.status_code == 200
+
+
+def test_memory_that_cannot_be_listed_is_a_503_or_a_named_gap_never_an_empty_list(
+        serve: Serve, basic: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    family = basic / "memory" / "family"
+    real_scandir = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if os.fspath(path) == str(family):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)  # a folder this user may not list (root lists any: faked)
+    client = serve(basic)
+    listed = client.get("/api/memory")
+    assert listed.status_code == 200 and listed.headers["Sentient-Unreadable"] == "memory/family"
+    assert listed.json()  # the rest is listed
+    found = client.get("/api/memory/search", params={"q": "coffee"})
+    assert found.headers["Sentient-Unreadable"] == "memory/family"
+    monkeypatch.undo()
+    shutil.rmtree(basic / "memory")
+    (basic / "memory").write_text("not a folder\n")
+    gone = client.get("/api/memory")
+    assert gone.status_code == 503
+    assert "memory: is a file where the folder should be" in error_of(gone)["message"]

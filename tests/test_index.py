@@ -646,3 +646,27 @@ def test_an_entry_with_no_scope_is_global(vault: Vault, index: Index) -> None:
     assert [d.key for d in index.documents("memory", scope="acme")] == ["work"]
     assert sorted(h.key for h in index.search("cardamom", scope="global")) == ["app", "hand"]
     assert [h.key for h in index.search("cardamom", scope="acme")] == ["work"]
+
+
+def test_a_memory_subfolder_that_cannot_be_listed_is_a_problem_until_it_can(
+        vault: Vault, index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(vault, "memory/work/a.md", entry("A", "x"))
+    write(vault, "memory/b.md", entry("B", "y"))
+    work = vault.root / "memory" / "work"
+    real_scandir = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if os.fspath(path) == str(work):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)  # a folder this user may not list (root lists any: faked)
+    index.sync()
+    monkeypatch.undo()
+    assert [(p.path, p.kind, p.reason) for p in index.problems()] == [
+        (work, "memory", "cannot be listed (Permission denied)")]
+    assert [p.path for p in vault.folder_problems({"memory"})] == [work]
+    assert vault.folder_problems({"session"}) == []
+    index.sync()  # listable again
+    assert index.problems() == []
+    assert sorted(d.key for d in index.documents("memory")) == ["a", "b"]

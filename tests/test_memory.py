@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -293,3 +296,35 @@ def test_a_new_process_takes_clean_judgments_from_the_index_and_scans_only_flagg
                                             "description": "test word", "regex": "cardamom"}]})
     changed = open_workspace(load_settings(vault, {}))  # another pattern set: the index's verdicts do not count
     assert {e.id for e in list_entries(changed, flagged_only=True)} >= {"tea", "pricing-page-notes"}
+
+
+def test_memory_tools_and_memory_list_say_what_could_not_be_read(
+        make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    vault = make_vault("basic")
+    family = vault / "memory" / "family"
+    real_scandir = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if os.fspath(path) == str(family):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)  # root lists any folder: faked
+    agent = agent_on(vault)
+    scripted.queue(call("memory_recall", query="parents visit"), text("ok"))
+    agent.turn("When do my parents visit?")
+    answer = [m["content"] for m in scripted.requests[1]["messages"] if m.get("role") == "tool"][0]
+    assert "Part of memory could not be read just now (memory/family)" in answer
+    assert main(["--vault", str(vault), "memory", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "warning:" in err and "memory/family: cannot be listed (Permission denied)" in err
+    monkeypatch.undo()
+    shutil.rmtree(vault / "memory")
+    (vault / "memory").write_text("not a folder\n")
+    scripted.queue(call("memory_recall", query="parents visit"), text("ok"))
+    agent.turn("And Anika?")
+    answer = [m["content"] for m in scripted.requests[3]["messages"] if m.get("role") == "tool"][0]
+    assert answer.startswith("Memory could not be read just now") and "Nothing remembered" not in answer
+    assert main(["--vault", str(vault), "memory", "list"]) != 0
+    assert "is a file where the folder should be" in capsys.readouterr().err

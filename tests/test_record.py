@@ -42,14 +42,17 @@ def test_record_writes_the_revision_and_judgment_of_hand_edited_files_only(
     changed = [path for path, data in untouched.items() if path.read_bytes() != data]
     assert [path.stem for path in changed] == sorted(before - {"filter-coffee", "planted"})
     assert record(workspace).written == []  # nothing left to record: a second run writes nothing
+    assert "updated:" not in planted  # recording is not a change: `updated` is left as it was
 
 
 def test_doctor_alone_still_writes_nothing(make_vault: Callable[[str], Path]) -> None:
     vault = make_vault("basic")
     (vault / "memory" / "planted.md").write_text(f"---\ntitle: Planted\n---\n{INJECTION}\n")
     subprocess.run(["git", "init", "-q"], cwd=vault, check=True)
+    (vault / ".gitignore").write_text(".sentient/\n")
     subprocess.run(["git", "add", "-A"], cwd=vault, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], cwd=vault, check=True)
+    main(["--vault", str(vault), "doctor", "--no-models"])
     workspace = open_workspace(load_settings(vault, {}))
     assert "planted" in {doc.key for doc in stale(workspace)}
     status = subprocess.run(["git", "status", "--porcelain"], cwd=vault, capture_output=True, text=True, check=True)

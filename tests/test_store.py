@@ -450,8 +450,10 @@ def test_a_crlf_file_stays_crlf_after_an_app_write(vault: Vault) -> None:
     assert data.startswith(b"---\r\ntitle: CRLF fm\r\n") and b"category: y\r\n" in data
     assert data.endswith(b"\r\n---\r\nline one\r\nline two\r\n")
     assert b"\n" not in data.replace(b"\r\n", b"")
-    vault.update("memory", "crlf", body="line one\nline three\n")
+    written = vault.update("memory", "crlf", body="line one\nline three\n")
     assert hand.read_bytes().endswith(b"---\r\nline one\r\nline three\r\n")
+    reread = vault.get("memory", "crlf")
+    assert written.revision == reread.revision == reread.stored_revision  # not 'edited outside' by its own write
     assert b"\n" not in hand.read_bytes().replace(b"\r\n", b"")
     lf = vault.create("memory", "lf", {"title": "LF"}, "x\n").path
     vault.update("memory", "lf", {"category": "y"})
@@ -623,3 +625,22 @@ def test_writing_where_a_file_sits_in_the_folders_place_is_a_clear_error(vault: 
     with pytest.raises(BadFile, match="memory: is a file where a folder should be"):
         vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
     assert (vault.root / "memory").read_text() == "not a folder"
+
+
+def test_a_write_the_file_system_refuses_is_a_clear_error_naming_the_place(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    (vault.root / "memory").symlink_to(vault.root / "unmounted" / "memory")
+    with pytest.raises(BadFile, match=r"memory: is a link to .*unmounted/memory, which does not exist"):
+        vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
+    (vault.root / "memory").unlink()
+    vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
+
+    def full_disk(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(BadFile, match=r"alpha\.md: cannot be written \(No space left on device\); nothing was"):
+        vault.update("memory", "alpha", body="y\n")
+    monkeypatch.undo()
+    assert vault.get("memory", "alpha").body == "x\n"
+    assert list((vault.root / ".sentient" / "tmp").iterdir()) == []  # the temp file went too

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi import APIRouter, Header, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sentient.api.deps import WorkspaceDep
@@ -24,6 +24,7 @@ from sentient.memory import (
     get_entry,
     list_entries,
     view,
+    whole_memory_readable,
 )
 from sentient.vault.document import check_id
 from sentient.vault.kinds import TITLE_RULE
@@ -79,22 +80,39 @@ class Allow(BaseModel):
     revision: str | None = Field(default=None, description="the revision you looked at")
 
 
+UNREADABLE_HEADER = "Sentient-Unreadable"  # memory folders that could not be listed: their entries are missing
+
+
+def _say_unreadable(workspace: WorkspaceDep, response: Response) -> None:
+    """Name in a header the memory subfolders whose entries are missing from this answer (the
+    whole memory/ folder failing is a 503 instead)."""
+    problems = whole_memory_readable(workspace)
+    if problems:
+        root = workspace.vault.root
+        response.headers[UNREADABLE_HEADER] = ", ".join(p.path.relative_to(root).as_posix() for p in problems)
+
+
 @router.get("")
 def list_memory(
     workspace: WorkspaceDep,
+    response: Response,
     category: str | None = None,
     scope: str | None = None,
     flagged: bool = False,
 ) -> list[dict[str, Any]]:
     """Every entry with its judgment (`flagged`, `patterns`, `withheld`)."""
-    return [e.as_dict() for e in list_entries(workspace, category=category, scope=scope, flagged_only=flagged)]
+    entries = list_entries(workspace, category=category, scope=scope, flagged_only=flagged)
+    _say_unreadable(workspace, response)
+    return [e.as_dict() for e in entries]
 
 
 @router.get("/search")
 def search_memory(
-    workspace: WorkspaceDep, q: Annotated[str, Query(min_length=1)], limit: Annotated[int, Query(ge=1, le=100)] = 10
+    workspace: WorkspaceDep, response: Response, q: Annotated[str, Query(min_length=1)],
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> list[dict[str, Any]]:
     """Ranked hits among memory entries (flagged ones are shown to the person, marked)."""
+    _say_unreadable(workspace, response)
     results = []
     for hit in workspace.index.search(q, kind="memory", limit=max(1, min(limit, 100))):
         doc = workspace.index.get("memory", hit.key)

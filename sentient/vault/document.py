@@ -471,10 +471,16 @@ class Document:
             key=self.key,
             path=self.path,
             meta=merged,
-            body=self.body if body is None else body,
+            body=self.body if body is None else self._line_breaks(body),
             fields=self.fields,
             source=self.source,
         )
+
+    def _line_breaks(self, body: str) -> str:
+        """A new body with the file's line breaks: CRLF in a file whose every line ends so (the
+        revision is then computed from the text that will be on disk, see render)."""
+        src = self.source
+        return _BARE_LF.sub("\r\n", body) if src is not None and _crlf_only(src.text) else body
 
     def render(self) -> str:
         """The file text. Unchanged parts keep their original bytes, and a file whose every line
@@ -635,10 +641,9 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
     data = text.encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise BadFile(path.parent, "is a file where a folder should be, so nothing can be written in it",
-                      "Move the file away and let Sentient make the folder") from None
-    fd, tmp_name = _temp_file(path, temp_dir)
+        fd, tmp_name = _temp_file(path, temp_dir)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -658,11 +663,30 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
                 if found != expect:
                     raise Conflict(path, expect, found)
             os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _unwritable(path, exc) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
     return bytes_hash(data)
+
+
+def _unwritable(path: Path, exc: OSError) -> BadFile:
+    """Why `path` cannot be written, naming the folder in the way when there is one."""
+    for folder in path.parents:
+        if os.path.isdir(folder):
+            break
+        if os.path.islink(folder):
+            target = os.readlink(folder)
+            return BadFile(folder, f"is a link to {target}, which does not exist, so nothing can be written in it",
+                           "Fix the link or make it a folder")
+        if os.path.lexists(folder):
+            return BadFile(folder, "is a file where a folder should be, so nothing can be written in it",
+                           "Move the file away and let Sentient make the folder")
+    return BadFile(path, f"cannot be written ({exc.strerror or exc}); nothing was changed",
+                   "Check that its folder can be written (permissions, free space)")
 
 
 def _process_umask() -> int:

@@ -125,6 +125,13 @@ def _subfolder(place: _Place, name: str) -> _Place | None:
     return None
 
 
+def _place_kind(place: _Place) -> str:
+    """The kind of document a folder at `place` holds (for a folder's own problem)."""
+    state, arg = place
+    return {"nested": arg, "files": arg, "runs": "run", "people": "people", "people-files": "people",
+            "sessions": "session", "tasks": "task", "task": "task", "pins": "note"}[state]
+
+
 def _reaches(place: _Place, kinds: set[str] | None) -> bool:
     """Whether documents of `kinds` may be found at or under `place`."""
     if kinds is None:
@@ -168,6 +175,8 @@ class Vault:
         self.judge = judge
         self.clock = clock
         self._temp_dir: Path | None = None
+        # subfolders the last walk could not list: rel -> (kind, reason); see folder_problems
+        self._unlisted: dict[str, tuple[str, str]] = {}
 
     @property
     def state_dir(self) -> Path:
@@ -245,8 +254,15 @@ class Vault:
                     except OSError:
                         continue
                     files.append((name, kind_name, key, stat.st_mtime_ns, stat.st_size))
-        except OSError:
+        except OSError as exc:
+            if "/" in rel and os.path.lexists(folder):  # a top folder is folder_problems' to tell
+                self._unlisted[rel] = (_place_kind(place), f"cannot be listed ({exc.strerror or exc})")
             return
+        self._unlisted.pop(rel, None)
+        if self._unlisted and kinds is None:  # a subfolder unlisted before and gone now is no problem
+            below = {f"{rel}/{name}" for name, _, _ in subfolders}
+            for gone in [r for r in self._unlisted if r.rpartition("/")[0] == rel and r not in below]:
+                self._unlisted.pop(gone, None)
         if files:
             yield Folder(rel, files)
         for name, path, sub in sorted(subfolders):
@@ -258,9 +274,8 @@ class Vault:
         unknown, which is not the same as nothing (a walk just finds no files there)."""
         problems: list[Problem] = []
         for rel, kind_name in _FOLDER_KINDS.items():
-            inside_bad = any(rel.startswith(f"{problem.path.name}/") for problem in problems)  # pins/notes of pins
-            if inside_bad or (kinds is not None and kind_name not in kinds):
-                continue
+            if any(rel.startswith(f"{problem.path.name}/") for problem in problems):
+                continue  # pins/notes when pins itself is the problem
             path = self.root / rel
             try:
                 with os.scandir(path):
@@ -279,7 +294,11 @@ class Vault:
                 continue
             problems.append(Problem(path, reason, "Make it a folder Sentient can read; until then what it holds is "
                                                   "left out, and nothing says it is empty", kind_name))
-        return problems
+        for rel, (kind_name, reason) in sorted(self._unlisted.items()):
+            problems.append(Problem(self.root / rel, reason, "Make it a folder Sentient can read; until then "
+                                    "what it holds is left out, and nothing says it is empty", kind_name))
+        return [problem for problem in problems if kinds is None or problem.kind in kinds
+                or (problem.path.name == "pins" and not kinds.isdisjoint(_REACH["pins"]))]
 
     def classify_path(self, path: Path) -> tuple[str, str] | None:
         try:
@@ -381,11 +400,11 @@ class Vault:
         finally:
             os.close(handle)  # closing releases the lock
 
-    def _stamp(self, document: Document, now: str) -> Document:
-        """Fill in what the app maintains on every write: updated, revision, threat."""
+    def _stamp(self, document: Document, now: str, *, touch: bool = True) -> Document:
+        """Fill in what the app maintains on every write: updated (unless not `touch`), revision, threat."""
         names = {f.name for f in document.fields}
         updates: dict[str, Any] = {}
-        if "updated" in names:
+        if "updated" in names and touch:
             updates["updated"] = now
         if "revision" in names:
             updates["revision"] = document.revision
@@ -442,9 +461,11 @@ class Vault:
         *,
         expected_revision: str | None = None,
         transform: Callable[[Document], Document] | None = None,
+        touch: bool = True,
     ) -> Document:
         """Change a document. `expected_revision` is the content revision the caller read;
-        Conflict if the text changed since. `transform` edits the freshly read document."""
+        Conflict if the text changed since. `transform` edits the freshly read document.
+        `touch=False` leaves `updated` as it is (a write that records, not a change)."""
         with self.lock(kind_name, key):
             current = self.get(kind_name, key)
             if expected_revision is not None and current.revision != expected_revision:
@@ -452,7 +473,7 @@ class Vault:
             changed = current.replace(meta, body)
             if transform is not None:
                 changed = transform(changed)
-            document = self._stamp(changed, iso(self.clock()))
+            document = self._stamp(changed, iso(self.clock()), touch=touch)
             assert current.source is not None
             text = document.render()
             self._fits(kind_name, current.path, text)
