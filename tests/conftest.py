@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,5 +25,22 @@ def make_vault(tmp_path: Path) -> Callable[[str], Path]:
         target = tmp_path / name
         shutil.copytree(VAULTS / name, target)
         return target
+
+    return make
+
+
+@pytest.fixture
+def unlistable(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], None]:
+    """unlistable(folder): listing it fails as for a folder this user may not read (Permission
+    denied). Faked, since root reads every folder; monkeypatch.undo() makes it listable again."""
+    real_scandir = os.scandir
+
+    def make(folder: Path) -> None:
+        def refusing(path: Any = ".") -> Any:
+            if os.fspath(path) == str(folder):
+                raise PermissionError(13, "Permission denied")
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", refusing)
 
     return make

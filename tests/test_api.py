@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -713,16 +712,9 @@ def test_pinning_a_note_that_does_not_exist_is_refused(client: TestClient, basic
 
 
 def test_memory_that_cannot_be_listed_is_a_503_or_a_named_gap_never_an_empty_list(
-        serve: Serve, basic: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        serve: Serve, basic: Path, monkeypatch: pytest.MonkeyPatch, unlistable: Callable[[Path], None]) -> None:
     family = basic / "memory" / "family"
-    real_scandir = os.scandir
-
-    def refusing(path: Any = ".") -> Any:
-        if os.fspath(path) == str(family):
-            raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refusing)  # a folder this user may not list (root lists any: faked)
+    unlistable(family)
     client = serve(basic)
     listed = client.get("/api/memory")
     assert listed.status_code == 200 and listed.headers["Sentient-Unreadable"] == "memory/family"

@@ -7,7 +7,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -649,18 +649,11 @@ def test_an_entry_with_no_scope_is_global(vault: Vault, index: Index) -> None:
 
 
 def test_a_memory_subfolder_that_cannot_be_listed_is_a_problem_until_it_can(
-        vault: Vault, index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+        vault: Vault, index: Index, monkeypatch: pytest.MonkeyPatch, unlistable: Callable[[Path], None]) -> None:
     write(vault, "memory/work/a.md", entry("A", "x"))
     write(vault, "memory/b.md", entry("B", "y"))
     work = vault.root / "memory" / "work"
-    real_scandir = os.scandir
-
-    def refusing(path: Any = ".") -> Any:
-        if os.fspath(path) == str(work):
-            raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refusing)  # a folder this user may not list (root lists any: faked)
+    unlistable(work)
     index.sync()
     monkeypatch.undo()
     assert [(p.path, p.kind, p.reason) for p in index.problems()] == [

@@ -3,7 +3,6 @@ content changed or after compaction, recorded only after the model accepted the 
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -394,17 +393,11 @@ def test_no_invisible_character_the_threat_scan_removes_hides_a_tag_from_quoting
 
 
 def test_a_memory_subfolder_that_cannot_be_listed_is_said_to_be_missing_not_forgotten(
-        basic: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch) -> None:
+        basic: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch,
+        unlistable: Callable[[Path], None]) -> None:
     family = basic / "memory" / "family"
     assert any(family.iterdir())
-    real_scandir = os.scandir
-
-    def refusing(path: Any = ".") -> Any:
-        if os.fspath(path) == str(family):
-            raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refusing)  # root may list any folder: faked
+    unlistable(family)
     agent = agent_on(basic)
     scripted.queue(text("ok"))
     agent.turn("What do you know about Anika?")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -300,17 +298,10 @@ def test_a_new_process_takes_clean_judgments_from_the_index_and_scans_only_flagg
 
 def test_memory_tools_and_memory_list_say_what_could_not_be_read(
         make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], unlistable: Callable[[Path], None]) -> None:
     vault = make_vault("basic")
     family = vault / "memory" / "family"
-    real_scandir = os.scandir
-
-    def refusing(path: Any = ".") -> Any:
-        if os.fspath(path) == str(family):
-            raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refusing)  # root lists any folder: faked
+    unlistable(family)
     agent = agent_on(vault)
     scripted.queue(call("memory_recall", query="parents visit"), text("ok"))
     agent.turn("When do my parents visit?")
