@@ -319,3 +319,20 @@ def test_memory_tools_and_memory_list_say_what_could_not_be_read(
     assert answer.startswith("Memory could not be read just now") and "Nothing remembered" not in answer
     assert main(["--vault", str(vault), "memory", "list"]) != 0
     assert "is a file where the folder should be" in capsys.readouterr().err
+
+
+def test_memory_remember_never_replaces_what_the_person_wrote(
+        make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    mine = create_entry(agent.workspace, title="Tea", body="Green tea with cardamom, no sugar.")
+    path = vault / mine.path
+    before = path.read_bytes()
+    scripted.queue(call("memory_remember", title="Tea", text="Likes black tea."),
+                   call("memory_remember", title="Tea", text="Green tea with cardamom, no sugar."), text("ok"))
+    agent.turn("I like black tea now")
+    assert path.read_bytes() == before  # the person's text stays theirs
+    answers = [m["content"] for m in scripted.requests[2]["messages"] if m.get("role") == "tool"]
+    assert answers[0].startswith("Saved memory tea-") and answers[1] == f"Already remembered: memory {mine.id} says this."
+    saved = [e for e in list_entries(agent.workspace) if e.title == "Tea"]
+    assert sorted(e.body.strip() for e in saved) == ["Green tea with cardamom, no sugar.", "Likes black tea."]

@@ -158,23 +158,38 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
                    + "\n".join(quote(e) for e in entries))
 
 
-def _same_entry(workspace: Workspace, title: str, text: str) -> IndexedDoc | None:
-    """An entry that already says this: the same title, or a near-identical body."""
-    wanted = title.strip().casefold()
-    for hit in workspace.index.search(title, kind="memory", limit=10):  # not a read of every entry
-        if hit.title.strip().casefold() == wanted:
-            return workspace.index.get("memory", hit.key)
+def _agents_own(doc: IndexedDoc) -> bool:
+    """An entry the agent wrote (from a session or a task) and nobody edited since: one it may
+    rewrite. A person's entry, or one they edited, is never overwritten by the model."""
+    source = doc.meta.get("source")
+    return isinstance(source, str) and source.startswith(("session:", "task:")) and not doc.edited_outside
+
+
+def _similar(body: str, text: str) -> bool:
+    return difflib.SequenceMatcher(None, body.strip(), text.strip()).ratio() >= SAME_TEXT
+
+
+def _same_entry(workspace: Workspace, title: str, text: str) -> tuple[IndexedDoc | None, IndexedDoc | None]:
+    """(an entry whose text is near-identical, an entry with the same title): what may already
+    say this. Found by search, not by reading every entry."""
+    similar = titled = None
     for hit in workspace.index.search(text, kind="memory", limit=3):
         found = workspace.index.get("memory", hit.key)
-        if found is not None and difflib.SequenceMatcher(None, found.body.strip(), text.strip()).ratio() >= SAME_TEXT:
-            return found
-    return None
+        if found is not None and _similar(found.body, text):
+            similar = found
+            break
+    wanted = title.strip().casefold()
+    for hit in workspace.index.search(title, kind="memory", limit=10):
+        if hit.title.strip().casefold() == wanted:
+            titled = workspace.index.get("memory", hit.key)
+            break
+    return similar, titled
 
 
 @tool(risk="write")
 def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "general", scope: str = "global") -> str:
-    """Save one durable fact or note to memory. If an entry already says the same thing,
-    it is updated instead of duplicated.
+    """Save one durable fact or note to memory. If an entry you saved already says the same
+    thing, it is updated instead of duplicated (an entry the person wrote is never changed).
 
     Args:
         title: one line saying what the entry is about.
@@ -190,11 +205,14 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     meta = {"title": title.strip(), "category": category, "scope": scope, "source": ctx.source,
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
-    existing = _same_entry(workspace, title, text)
+    similar, titled = _same_entry(workspace, title, text)
+    if similar is not None and not _agents_own(similar):
+        return f"Already remembered: memory {similar.key} says this."
+    existing = similar or (titled if titled is not None and _agents_own(titled) else None)
     if existing is not None:
         document = workspace.vault.update("memory", existing.key, meta, body)
         verb = "Updated"
-    else:
+    else:  # new, or beside an entry the person wrote: their text is never replaced by the model's
         document = workspace.vault.create("memory", free_id(workspace, title), meta, body)
         verb = "Saved"
     workspace.index.update(document.path)
