@@ -151,7 +151,7 @@ def whole_memory_readable(workspace: Workspace) -> list[Problem]:
     top = workspace.vault.root / "memory"
     for problem in problems:
         if problem.path == top:
-            raise Unreadable(f"{problem}; what is remembered cannot be listed until then (it is not empty)")
+            raise Unreadable(str(problem))
     return problems
 
 

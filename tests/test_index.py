@@ -663,3 +663,24 @@ def test_a_memory_subfolder_that_cannot_be_listed_is_a_problem_until_it_can(
     index.sync()  # listable again
     assert index.problems() == []
     assert sorted(d.key for d in index.documents("memory")) == ["a", "b"]
+
+
+def test_links_the_walk_does_not_follow_are_reported_not_skipped(vault: Vault, index: Index, tmp_path: Path) -> None:
+    write(vault, "memory/b.md", entry("B", "y"))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "e.md").write_text(entry("E", "z"))
+    (vault.root / "memory" / "ext").symlink_to(outside)
+    (vault.root / "memory" / "archive").symlink_to(tmp_path / "nonexistent")
+    (vault.root / "memory" / "dangling.md").symlink_to(tmp_path / "gone.md")
+    (vault.root / "memory" / "linked.md").symlink_to(outside / "e.md")  # a link to a file is read as the file
+    index.sync()
+    reasons = {p.path.name: p.reason for p in index.problems()}
+    assert reasons["ext"].startswith("is a link to a folder, which Sentient does not follow")
+    assert reasons["archive"] == f"is a link to {tmp_path / 'nonexistent'}, which does not exist"
+    assert reasons["dangling.md"] == f"is a link to {tmp_path / 'gone.md'}, which does not exist"
+    assert sorted(reasons) == ["archive", "dangling.md", "ext"]
+    assert sorted(d.key for d in index.documents("memory")) == ["b", "linked"]
+    (vault.root / "memory" / "ext").unlink()
+    index.sync()
+    assert sorted(p.path.name for p in index.problems()) == ["archive", "dangling.md"]

@@ -100,6 +100,7 @@ _TOPS: dict[str, _Place] = {
     "tasks": ("tasks", ""),
     "people": ("people", ""),
 }
+_UNREADABLE_FIX = "Make it a folder Sentient can read; until then what it holds is left out (not taken as empty)"
 # the folders whose being unreadable is reported (Vault.folder_problems), and the kind each holds
 _FOLDER_KINDS = {"memory": "memory", "pins": "note", "pins/notes": "note", "pins/plans": "plan", "skills": "skill",
                  "sessions": "session", "tasks": "task", "people": "people"}
@@ -175,8 +176,9 @@ class Vault:
         self.judge = judge
         self.clock = clock
         self._temp_dir: Path | None = None
-        # subfolders the last walk could not list: rel -> (kind, reason); see folder_problems
-        self._unlisted: dict[str, tuple[str, str]] = {}
+        # subfolders the last walk could not list, and links it did not follow: rel -> (kind, reason,
+        # fix); see folder_problems
+        self._unlisted: dict[str, tuple[str, str, str]] = {}
 
     @property
     def state_dir(self) -> Path:
@@ -224,6 +226,7 @@ class Vault:
         state, arg = place
         files: list[tuple[str, str, str, int, int]] = []
         subfolders: list[tuple[str, str, _Place]] = []
+        links: set[str] = set()  # links to folders (not followed) or to nothing, reported
         try:
             with os.scandir(folder) as scan:
                 for entry in scan:
@@ -235,6 +238,11 @@ class Vault:
                             sub = _subfolder(place, name)
                             if sub is not None and _reaches(sub, kinds):
                                 subfolders.append((name, entry.path, sub))
+                            continue
+                        if entry.is_symlink() and not entry.is_file():
+                            link = self._unfollowed_link(entry, f"{rel}/{name}", place, kinds)
+                            if link is not None:
+                                links.add(link)
                             continue
                         if not name.endswith(".md"):
                             continue
@@ -256,17 +264,41 @@ class Vault:
                     files.append((name, kind_name, key, stat.st_mtime_ns, stat.st_size))
         except OSError as exc:
             if "/" in rel and os.path.lexists(folder):  # a top folder is folder_problems' to tell
-                self._unlisted[rel] = (_place_kind(place), f"cannot be listed ({exc.strerror or exc})")
+                self._unlisted[rel] = (_place_kind(place), f"cannot be listed ({exc.strerror or exc})", _UNREADABLE_FIX)
             return
         self._unlisted.pop(rel, None)
         if self._unlisted and kinds is None:  # a subfolder unlisted before and gone now is no problem
-            below = {f"{rel}/{name}" for name, _, _ in subfolders}
+            below = {f"{rel}/{name}" for name, _, _ in subfolders} | links
             for gone in [r for r in self._unlisted if r.rpartition("/")[0] == rel and r not in below]:
                 self._unlisted.pop(gone, None)
         if files:
             yield Folder(rel, files)
         for name, path, sub in sorted(subfolders):
             yield from self._walk_folder(path, f"{rel}/{name}", sub, kinds)
+
+    def _unfollowed_link(self, entry: os.DirEntry[str], rel: str, place: _Place, kinds: set[str] | None) -> str | None:
+        """Record a link the walk does not follow (to a folder: links inside the vault are never
+        followed, so nothing loops or leaves the vault) or cannot (to nothing), so that it is
+        reported, not silently skipped. Returns its rel when recorded."""
+        kind_name = _place_kind(place)
+        if kinds is not None and kind_name not in kinds:
+            return None
+        if entry.is_dir():
+            sub = _subfolder(place, entry.name)
+            if sub is None:
+                return None
+            reason = "is a link to a folder, which Sentient does not follow (so nothing in it is read)"
+            fix = "Move the folder itself here (or link the whole vault instead)"
+        elif entry.name.endswith(".md") or _subfolder(place, entry.name) is not None:
+            target = "something"
+            with suppress(OSError):
+                target = os.readlink(entry.path)
+            reason = f"is a link to {target}, which does not exist"
+            fix = "Fix the link or remove it"
+        else:
+            return None
+        self._unlisted[rel] = (kind_name, reason, fix)
+        return rel
 
     def folder_problems(self, kinds: set[str] | None = None) -> list[Problem]:
         """The vault's document folders (memory/, pins/notes/, ...) that are there but cannot be
@@ -292,11 +324,9 @@ class Vault:
                 reason = f"cannot be listed ({exc.strerror})"
             else:
                 continue
-            problems.append(Problem(path, reason, "Make it a folder Sentient can read; until then what it holds is "
-                                                  "left out, and nothing says it is empty", kind_name))
-        for rel, (kind_name, reason) in sorted(self._unlisted.items()):
-            problems.append(Problem(self.root / rel, reason, "Make it a folder Sentient can read; until then "
-                                    "what it holds is left out, and nothing says it is empty", kind_name))
+            problems.append(Problem(path, reason, _UNREADABLE_FIX, kind_name))
+        for rel, (kind_name, reason, fix) in sorted(self._unlisted.items()):
+            problems.append(Problem(self.root / rel, reason, fix, kind_name))
         return [problem for problem in problems if kinds is None or problem.kind in kinds
                 or (problem.path.name == "pins" and not kinds.isdisjoint(_REACH["pins"]))]
 
