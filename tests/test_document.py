@@ -24,6 +24,7 @@ from sentient.vault.document import (
     _TextLoader,
     check_id,
     content_revision,
+    opens_frontmatter,
     parse,
 )
 from sentient.vault.kinds import KINDS, classify
@@ -564,7 +565,7 @@ SPLIT_CASES = [
 
 @pytest.mark.parametrize("text", SPLIT_CASES)
 def test_split_agrees_with_reading_line_by_line(text: str) -> None:
-    expected = _split_lines(text) if text.startswith(("---\n", "---\r\n")) else None
+    expected = _split_lines(text) if opens_frontmatter(text) else None
     assert _split(text) == expected
 
 

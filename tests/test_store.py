@@ -644,3 +644,40 @@ def test_a_write_the_file_system_refuses_is_a_clear_error_naming_the_place(
     monkeypatch.undo()
     assert vault.get("memory", "alpha").body == "x\n"
     assert list((vault.root / ".sentient" / "tmp").iterdir()) == []  # the temp file went too
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("--- \ntitle: Loose fences\n---  \nbody\n", ("--- \n", "---  \n")),
+    ("\ufeff---\ntitle: With a BOM\n---\nbody\n", ("\ufeff---\n",)),
+    ("---\ntitle: Mixed\r\n---\r\nbody\n", ("---\r\nbody\n",)),
+    ("---\ntitle: Ends with dots\n...\nbody\n", ("\n...\nbody\n",)),
+])
+def test_an_app_write_keeps_the_fences_and_mark_the_person_wrote(vault: Vault, text: str, kept: tuple[str, ...]) -> None:
+    path = vault.root / "memory" / "hand.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode())
+    document = vault.get("memory", "hand")
+    assert document.title != "---" and document.body == "body\n"
+    vault.update("memory", "hand", {"category": "kept"})
+    written = path.read_bytes().decode()
+    assert written.count("title:") == 1 and "category: kept" in written  # one frontmatter block, edited
+    for piece in kept:
+        assert piece in written
+
+
+def test_a_repeated_key_is_reported_not_half_deleted(vault: Vault) -> None:
+    path = vault.root / "memory" / "twice.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("---\ntitle: one\ntitle: two\n---\nbody\n")
+    problems = {p.path.name: p for p in vault.scan().problems}
+    assert problems["twice.md"].reason == "the frontmatter key 'title' is there twice"
+    assert path.read_text() == "---\ntitle: one\ntitle: two\n---\nbody\n"
+
+
+def test_a_tab_after_a_key_reads_as_a_space(vault: Vault) -> None:
+    path = vault.root / "memory" / "tabbed.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("---\ntitle: Tabbed\ncategory:\tmisc\n---\nbody\n")
+    assert vault.get("memory", "tabbed").meta["category"] == "misc"
+    vault.update("memory", "tabbed", {"scope": "global"})
+    assert "category:\tmisc\n" in path.read_text()  # the person's line is kept as written

@@ -173,6 +173,8 @@ def _fast_load(front: str) -> dict[str, Any] | None:
         if plain is not None:
             text = plain[2]
             if ": " not in text and " #" not in text and text[-1] not in ": ":  # as _fast_scalar checks
+                if plain[1] in loaded:
+                    return None  # a repeated key: load_frontmatter reports it
                 loaded[plain[1]] = text
                 open_key = nested = None
                 continue
@@ -196,7 +198,7 @@ def _fast_load(front: str) -> dict[str, Any] | None:
             nested[match[1]] = value
             continue
         match = _FAST_KEY.fullmatch(line)
-        if match is None:
+        if match is None or match[1] in loaded:
             return None
         open_key = nested = None
         if match[2] is None:
@@ -210,10 +212,34 @@ def _fast_load(front: str) -> dict[str, Any] | None:
     return loaded or None
 
 
+class _RepeatedKey(yaml.YAMLError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+_TAB_AFTER_KEY = re.compile(r"(?m)^([ ]*[^\s#'\"-][^:\n]*):\t+")  # 'key:<TAB>value', as editors write it
+
+
 def load_frontmatter(front: str) -> Any:
-    """Frontmatter text to Python values, every scalar a string; yaml.YAMLError when invalid."""
-    fast = _fast_load(front)
-    return fast if fast is not None else _load_yaml(front)
+    """Frontmatter text to Python values, every scalar a string; yaml.YAMLError when invalid,
+    _RepeatedKey when a top-level key is there twice (YAML would silently keep the last)."""
+    fast = _fast_load(front)  # never accepts a repeated key
+    if fast is not None:
+        return fast
+    repeated = _repeated_key(front)
+    if repeated is not None:
+        raise _RepeatedKey(repeated)
+    return _load_yaml(_TAB_AFTER_KEY.sub(r"\1: ", front) if "\t" in front else front)
+
+
+def _repeated_key(front: str) -> str | None:
+    seen: set[str] = set()
+    for block_key in _top_level_keys(front):
+        if block_key in seen:
+            return block_key
+        seen.add(block_key)
+    return None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -350,6 +376,9 @@ class Source:
     meta: Mapping[str, Any]  # the converted values as read
     separator: str  # text between the closing '---' line and the body
     body: str
+    opening: str = "---\n"  # the fence lines exactly as written ('--- \r\n', '...\n')
+    closing: str = "---\n"
+    bom: bool = False  # the file starts with a byte-order mark (kept on write)
 
     @cached_property
     def _layout(self) -> tuple[str, dict[str, str]]:
@@ -367,15 +396,21 @@ class Source:
 
 
 _CLOSING = re.compile(r"\n(?:---|\.\.\.)(?:\n|\Z)")
+_LOOSE_FENCE = re.compile(r"\n(?:---|\.\.\.)[ \t]+(?:\n|\Z)")  # a fence with trailing blanks: line by line
 _OTHER_BREAKS = re.compile("[\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines breaks at besides \n
+
+
+def opens_frontmatter(text: str) -> bool:
+    """Whether the first line is a '---' fence (trailing spaces or tabs allowed, as YAML tools do)."""
+    return text.startswith("---") and text.split("\n", 1)[0].rstrip("\r").rstrip(" \t") == "---"
 
 
 def _split(text: str) -> tuple[str, str, str] | None:
     """(frontmatter, separator, body) when the text opens with a '---' line."""
     if not text.startswith("---\n"):
-        return _split_lines(text) if text.startswith("---\r\n") else None
+        return _split_lines(text) if opens_frontmatter(text) else None
     close = _CLOSING.search(text, 3)
-    if close is None or _OTHER_BREAKS.search(text, 0, close.end()):
+    if close is None or _OTHER_BREAKS.search(text, 0, close.end()) or _LOOSE_FENCE.search(text, 3, close.end()):
         return _split_lines(text)
     rest = text[close.end() :]
     separator = "\n" if rest.startswith("\n") else "\r\n" if rest.startswith("\r\n") else ""
@@ -386,7 +421,7 @@ def _split_lines(text: str) -> tuple[str, str, str] | None:
     """_split for text with other line breaks than \\n: line by line, as str.splitlines sees them."""
     lines = text.splitlines(keepends=True)
     for index in range(1, len(lines)):
-        if lines[index].rstrip("\r\n") in ("---", "..."):
+        if lines[index].rstrip("\r\n").rstrip(" \t") in ("---", "..."):
             front = "".join(lines[1:index])
             rest = "".join(lines[index + 1 :])
             separator = ""
@@ -397,15 +432,25 @@ def _split_lines(text: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _line_key(line: str) -> str | None:
+    """The top-level key a frontmatter line starts, if it starts one."""
+    if not line[:1] or line[0].isspace() or line[0] in "#-" or ":" not in line:
+        return None
+    return line.split(":", 1)[0].strip().strip("'\"")
+
+
+def _top_level_keys(front: str) -> list[str]:
+    return [key for key in map(_line_key, front.splitlines()) if key is not None]
+
+
 def _blocks(front: str) -> tuple[str, dict[str, str]]:
     """Split frontmatter text into one text block per top-level key."""
     preamble: list[str] = []
     blocks: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in front.splitlines(keepends=True):
-        starts_key = bool(line[:1]) and not line[0].isspace() and line[0] not in "#-" and ":" in line
-        if starts_key:
-            key = line.split(":", 1)[0].strip().strip("'\"")
+        key = _line_key(line)
+        if key is not None:
             current = blocks.setdefault(key, [])
             current.clear()
             current.append(line)
@@ -488,8 +533,8 @@ class Document:
         text = self._render()
         src = self.source
         if src is not None and text is not src.text and _crlf_only(src.text):
-            return _BARE_LF.sub("\r\n", text)
-        return text
+            text = _BARE_LF.sub("\r\n", text)
+        return "\ufeff" + text if src is not None and src.bom else text
 
     def _render(self) -> str:
         src = self.source
@@ -520,8 +565,11 @@ class Document:
                 lines.append(block)
             else:
                 lines.append(_dump_key(key, self.meta[key]) + _trailing_comments(block))
-        separator = src.separator if src is not None and src.has_frontmatter else "\n"
-        return "---\n" + "".join(lines) + "---\n" + separator + self.body
+        separator, opening, closing = "\n", "---\n", "---\n"
+        if src is not None and src.has_frontmatter:
+            separator, opening, closing = src.separator, src.opening, src.closing
+        closing = closing if closing.endswith("\n") else closing + "\n"  # a fence that ended the file
+        return opening + "".join(lines) + closing + separator + self.body
 
 
 _BARE_LF = re.compile("(?<!\r)\n")
@@ -543,16 +591,24 @@ def parse(
     file_hash: str = "",
 ) -> Document:
     """Parse file text into a Document, or raise BadFile naming the problem and the fix."""
+    bom = text.startswith("\ufeff")
+    if bom:
+        text = text[1:]
     split = _split(text)
     if split is None:
-        if text.startswith("---\n"):
+        if opens_frontmatter(text):
             raise BadFile(path, "frontmatter opens with '---' but never closes", "Add a closing '---' line")
         meta: dict[str, Any] = {}
-        source = Source(text, file_hash, False, "", {}, "", text)
+        source = Source(text, file_hash, False, "", {}, "", text, bom=bom)
         return Document(kind, key, path, meta, text, fields, source)
     front, separator, body = split
+    opening = text[: text.index("\n") + 1]
+    closing = text[len(opening) + len(front) : len(text) - len(body) - len(separator)]
     try:
         loaded = load_frontmatter(front) if front.strip() else {}
+    except _RepeatedKey as exc:
+        raise BadFile(path, f"the frontmatter key '{exc.key}' is there twice",
+                      "Keep one of them (a write would keep only the last)") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 2}" if where is not None else ""
@@ -574,7 +630,7 @@ def parse(
             value = _convert(path, spec, raw_value)
             if value is not None:
                 meta[name] = value
-    source = Source(text, file_hash, True, front, dict(meta), separator, body)
+    source = Source(text, file_hash, True, front, dict(meta), separator, body, opening, closing, bom)
     return Document(kind, key, path, meta, body, fields, source)
 
 
@@ -602,8 +658,6 @@ def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], m
             f"is not UTF-8 (byte {exc.start})",
             "Re-save it as UTF-8 in your editor",
         ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
     return parse(text, kind=kind, key=key, path=path, fields=fields, file_hash=bytes_hash(data))
 
 
