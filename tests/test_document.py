@@ -578,3 +578,11 @@ def test_the_fast_yaml_writer_writes_what_pyyaml_writes(value: object) -> None:
 
     plain = yaml.dump(value, Dumper=document._Dumper, default_flow_style=True, allow_unicode=True, width=1_000_000)
     assert document._inline(value) == plain.removesuffix("\n...\n").rstrip("\n")
+
+
+def test_an_id_made_from_a_title_keeps_accented_letters_as_plain_ones() -> None:
+    from sentient.vault.document import slugify
+
+    assert slugify("Chai ☕ über") == "chai-uber"
+    assert slugify("Éé ü!!") == "ee-u"
+    assert slugify("नमस्ते", "memory") == "memory"  # nothing Latin: the fallback

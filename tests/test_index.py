@@ -684,3 +684,13 @@ def test_links_the_walk_does_not_follow_are_reported_not_skipped(vault: Vault, i
     (vault.root / "memory" / "ext").unlink()
     index.sync()
     assert sorted(p.path.name for p in index.problems()) == ["archive", "dangling.md"]
+
+
+def test_what_a_session_was_told_is_not_indexed_as_said_in_it(vault: Vault, index: Index) -> None:
+    write(vault, "memory/zebra.md", entry("Zebra crossing", "Cross at the zebra."))
+    write(vault, "sessions/2026-11/s1.md", entry("Chat", "## knowledge · 2026-11-30T10:00:00Z\n\n"
+          "<session-knowledge>\n- Zebra crossing: Cross at the zebra.\n</session-knowledge>\n\n"
+          "## user · 2026-11-30T10:00:01Z\n\nWhere do I cross the road?\n"))
+    index.sync()
+    assert [h.key for h in index.search("zebra")] == ["zebra"]
+    assert [h.key for h in index.search("road")] == ["s1"]

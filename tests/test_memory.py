@@ -333,6 +333,7 @@ def test_memory_remember_never_replaces_what_the_person_wrote(
     agent.turn("I like black tea now")
     assert path.read_bytes() == before  # the person's text stays theirs
     answers = [m["content"] for m in scripted.requests[2]["messages"] if m.get("role") == "tool"]
-    assert answers[0].startswith("Saved memory tea-") and answers[1] == f"Already remembered: memory {mine.id} says this."
+    assert answers[0].startswith("Saved memory tea-")
+    assert answers[1] == f"Already remembered: memory {mine.id} says this."
     saved = [e for e in list_entries(agent.workspace) if e.title == "Tea"]
     assert sorted(e.body.strip() for e in saved) == ["Green tea with cardamom, no sugar.", "Likes black tea."]

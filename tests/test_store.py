@@ -652,7 +652,8 @@ def test_a_write_the_file_system_refuses_is_a_clear_error_naming_the_place(
     ("---\ntitle: Mixed\r\n---\r\nbody\n", ("---\r\nbody\n",)),
     ("---\ntitle: Ends with dots\n...\nbody\n", ("\n...\nbody\n",)),
 ])
-def test_an_app_write_keeps_the_fences_and_mark_the_person_wrote(vault: Vault, text: str, kept: tuple[str, ...]) -> None:
+def test_an_app_write_keeps_the_fences_and_mark_the_person_wrote(
+        vault: Vault, text: str, kept: tuple[str, ...]) -> None:
     path = vault.root / "memory" / "hand.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode())

@@ -4,6 +4,7 @@ is Reader (reader.py), which Index derives from."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -34,6 +35,11 @@ from sentient.index.schema import (
 )
 from sentient.vault.document import Document
 from sentient.vault.store import Found, Vault
+
+# A session's knowledge sections (what it was told: pins, the memory index) are not what was said
+# in it: left out of its indexed text, so a search for a remembered word finds the entry, not
+# every session that was told about it.
+_KNOWLEDGE_SECTION = re.compile(r"^## knowledge · [^\n]*\n.*?(?=^## \S+ · |\Z)", re.MULTILINE | re.DOTALL)
 
 
 class Index(Reader):
@@ -362,8 +368,9 @@ class Index(Reader):
             raise BadFile(found.path, f"could not be checked for threats ({type(exc).__name__}: {exc})",
                           "Report this as a bug; the entry stays out of search until it can be checked") from exc
         updated = meta.get("updated") or meta.get("finished") or meta.get("started") or meta.get("created")
+        body = _KNOWLEDGE_SECTION.sub("", document.body) if found.kind == "session" else document.body
         return (rel, found.kind, found.key, found.mtime_ns, found.size, document.revision, document.stored_revision,
-                document.title, _JSON.encode(dict(meta)), document.body,
+                document.title, _JSON.encode(dict(meta)), body,
                 _text(meta.get("scope")), _text(meta.get("category")), _when(meta.get("created")), _when(updated),
                 int(meta.get("untrusted") is True), None if threat is None else json.dumps(dict(threat)))
 

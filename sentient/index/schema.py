@@ -13,7 +13,7 @@ from typing import Any
 
 from sentient.vault.document import Document
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: a session's knowledge sections are not indexed
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction

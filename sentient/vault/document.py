@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +56,8 @@ def check_id(value: str, what: str = "id") -> str:
 
 def slugify(text: str, fallback: str = "entry") -> str:
     """A valid id made from free text: 'Anika is a teacher!' -> 'anika-is-a-teacher'."""
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60].strip("-")
+    latin = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()  # 'über' -> 'uber'
+    slug = re.sub(r"[^a-z0-9]+", "-", latin.lower()).strip("-")[:60].strip("-")
     return slug or fallback
 
 
