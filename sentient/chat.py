@@ -9,6 +9,7 @@
     /quit                leave (Ctrl-D works too, and Ctrl-C at the prompt)
 
 Ctrl-C while the agent answers cancels that answer; your message stays in the session.
+Nothing typed in an incognito chat (nor the /incognito line) stays in the line-editing history.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+try:
+    import readline
+except ImportError:  # not on every platform; then input() keeps no history either
+    readline = None  # type: ignore[assignment]
+
 from sentient.agent.turn import Agent, check_pins
 from sentient.errors import SentientError
+from sentient.knowledge import require_pins
 
 HELP = __doc__.split("\n\n", 1)[1].strip() if __doc__ else ""
 
@@ -47,7 +54,9 @@ def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
         wanted = [p for p in state.pins if p != argument] + ([argument] if command == "/pin" else [])
         pins = check_pins(wanted)
         if state.session is not None:
-            agent.set_pins(state.session, pins)
+            pins = agent.set_pins(state.session, pins)
+        else:  # no session yet: checked now as set_pins would, not when the first message makes the session
+            pins = require_pins(agent.workspace.vault, pins, state.pins)
         state.pins = pins
         return f"pins: {', '.join(pins) or 'none'}"
     if command == "/pins":
@@ -64,17 +73,40 @@ def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
     return f"unknown command {command}; /help lists them"
 
 
+def history_length() -> int:
+    """How many lines readline's history holds (input() adds each line typed on a terminal)."""
+    return readline.get_current_history_length() if readline is not None else 0
+
+
+def forget_history_since(length: int) -> None:
+    """Drop the lines added to readline's history since it held `length`, so that they are
+    neither recalled nor written to the history file when the chat ends."""
+    if readline is None:
+        return
+    for index in range(readline.get_current_history_length() - 1, length - 1, -1):
+        readline.remove_history_item(index)
+
+
+def is_private(state: ChatState, line: str) -> bool:
+    """A line typed in an incognito chat, or the /incognito that starts one."""
+    return state.incognito or line.strip().partition(" ")[0] == "/incognito"
+
+
 def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None]) -> int:
     """Chat until /quit, end of input (Ctrl-D) or Ctrl-C at the prompt. Errors are shown and
-    the chat goes on; Ctrl-C during an answer cancels it (the message stays in the session)."""
+    the chat goes on; Ctrl-C during an answer cancels it (the message stays in the session).
+    Lines typed in an incognito chat are taken out of the line-editing history as they come."""
     write(f"Sentient chat on {agent.workspace.vault.root} (model {agent.llm.model_name('chat')}). /help for commands.")
     state = ChatState()
     while True:
+        known = history_length()
         try:
             line = read("you> " if not state.incognito else "you (incognito)> ")
         except (EOFError, KeyboardInterrupt):
             write("")
             return 0
+        if is_private(state, line):
+            forget_history_since(known)
         if not line.strip():
             continue
         try:

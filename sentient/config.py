@@ -24,7 +24,7 @@ class _Section(BaseModel):
 
 
 class ModelRole(_Section):
-    """One model role (chat, helper, extraction). Unset fields fall back to `model:`."""
+    """One model role (chat, helper, extraction). Settings.role fills in what is left unset."""
 
     model: str | None = None
     api_base: str | None = None
@@ -103,13 +103,31 @@ class Settings(_Section):
         return self.vault / ".sentient"
 
     def role(self, name: str) -> ModelRole:
-        """The model settings of one role, with the defaults filled in."""
+        """The effective model settings of one role. Chat's are its own, its model defaulting
+        to `model:`. A helper or extraction role that names a model of its own uses only its own
+        settings (chat's server and key belong to chat's model); one that names none uses all
+        of chat's, with any field it does set (a timeout, say) in place of chat's."""
         role: ModelRole = getattr(self.models, name)
+        if self.role_source(name) != name:  # names no model: chat's settings, with its own fields over them
+            return self.role("chat").model_copy(update=role.model_dump(exclude_none=True))
         return role.model_copy(update={"model": role.model or self.model})
+
+    def role_source(self, name: str) -> str:
+        """The section of models: a role's model comes from: its own, or chat's when it names
+        none (the top-level `model:` when chat names none either is still "chat")."""
+        role: ModelRole = getattr(self.models, name)
+        return name if name == "chat" or role.model else "chat"
+
+    def role_setting(self, name: str, key: str) -> str:
+        """Where a role's effective `key` (api_key_env, api_base, ...) is set: models.<role>.<key>,
+        or models.chat.<key> when the role takes it from chat."""
+        own = getattr(getattr(self.models, name), key)
+        return f"models.{name if own is not None else self.role_source(name)}.{key}"
 
     def model_fix(self, name: str) -> str:
         """How to change the model of a role, naming where it came from: "set model: in
         sentient.yaml", or the environment variable that set it (which overrides the file)."""
+        name = self.role_source(name)
         role: ModelRole = getattr(self.models, name)
         variable = self._model_from.get(name)
         if variable:

@@ -20,6 +20,8 @@ class ModelCheck:
     model: str
     ok: bool
     message: str
+    api_base: str | None = None
+    api_key_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,17 @@ def allow_command(entry: EntryView, *, memory: bool = True) -> str:
 
 
 def check_models(llm: LLM, timeout: float = 60.0) -> list[ModelCheck]:
-    """Whether each configured model answers a one-token call; roles sharing a model are
-    asked once."""
-    by_model: dict[str, list[str]] = {}
+    """Whether each configured model answers a one-token call. Roles are asked once per
+    distinct effective setting (model, server and key variable): two roles naming one model
+    with different servers or keys are asked apart."""
+    by_setting: dict[tuple[str, str | None, str | None], list[str]] = {}
     for role in ROLES:
-        by_model.setdefault(llm.model_name(role), []).append(role)
+        config = llm.settings.role(role)
+        by_setting.setdefault((llm.model_name(role), config.api_base, config.api_key_env), []).append(role)
     checks = []
-    for model, roles in by_model.items():
+    for (model, api_base, api_key_env), roles in by_setting.items():
         ok, message = llm.ping(roles[0], timeout)
-        checks.append(ModelCheck(tuple(roles), model, ok, message))
+        checks.append(ModelCheck(tuple(roles), model, ok, message, api_base, api_key_env))
     return checks
 
 

@@ -444,6 +444,77 @@ def test_out_of_range_limits_and_wrong_types_are_422_naming_the_field(
     assert scripted.requests == []  # refused before any turn
 
 
+def vault_text(vault: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in vault.rglob("*.md"))
+
+
+def test_incognito_or_pins_with_a_stored_session_are_refused_naming_the_field_and_nothing_is_saved(
+    serve: Callable[..., Running], basic: Path, scripted: Scripted
+) -> None:
+    server = serve(basic)
+    scripted.queue(echo)
+    with server.http() as http:
+        session = chat(http, "hello")["session_id"]
+        before = vault_text(basic)
+        private = http.post("/api/chat", json={"message": "PRIVATE: my bank PIN is 4711", "session_id": session,
+                                               "incognito": True})
+        pinned = http.post("/api/chat", json={"message": "pin this", "session_id": session,
+                                              "pins": ["note:ledger-onboarding-notes"]})
+        unpinned = http.post("/api/chat", json={"message": "no pins", "session_id": session, "pins": []})
+    assert private.status_code == 422, private.text
+    assert private.json()["error"]["message"] == (
+        "incognito: Value error, applies only to a new session; a stored session cannot become incognito: "
+        "leave out session_id to start an incognito one")
+    for refused in (pinned, unpinned):
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["message"] == (
+            f"pins: Value error, apply only to a new session; change an existing session's pins with "
+            f"PUT /api/sessions/{session}/pins")
+    assert vault_text(basic) == before and "PRIVATE" not in before
+    assert len(scripted.requests) == 1  # only "hello" reached the model
+
+
+def test_incognito_true_continues_a_live_incognito_session(
+    serve: Callable[..., Running], basic: Path, scripted: Scripted
+) -> None:
+    server = serve(basic)
+    scripted.queue(echo, echo)
+    with server.http() as http:
+        first = http.post("/api/chat", json={"message": "secret one", "incognito": True}).json()
+        again = http.post("/api/chat", json={"message": "secret two", "session_id": first["session_id"],
+                                             "incognito": True})
+        gone = http.post("/api/chat", json={"message": "secret three", "session_id": "incognito-00000000",
+                                            "incognito": True})
+    assert again.status_code == 200, again.text
+    assert again.json()["incognito"] is True and again.json()["session_id"] == first["session_id"]
+    assert gone.status_code == 404 and "no incognito session 'incognito-00000000'" in gone.text
+    assert "secret" not in vault_text(basic)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"title": "  ", "body": "y"}, "title: Value error, must not be empty"),
+        ({"title": "x", "body": ""}, "body: Value error, an entry needs some text"),
+        ({"title": "x", "body": " \n\t"}, "body: Value error, an entry needs some text"),
+    ],
+    ids=["blank-title", "empty-body", "blank-body"],
+)
+def test_a_blank_title_or_body_is_a_422_naming_the_field(
+    serve: Callable[..., Running], basic: Path, body: dict[str, str], message: str
+) -> None:
+    server = serve(basic)
+    with server.http() as http:
+        created = http.post("/api/memory", json=body)
+        edited = http.patch("/api/memory/anika-teacher", json={"title": body["title"]}) if not body["title"].strip() \
+            else None
+    assert created.status_code == 422, created.text
+    assert created.json()["error"]["message"].startswith(message), created.text
+    if edited is not None:
+        assert edited.status_code == 422 and edited.json()["error"]["message"].startswith(message), edited.text
+    assert not (basic / "memory" / "x.md").exists()
+
+
 def test_limits_in_range_are_accepted(serve: Callable[..., Running], basic: Path) -> None:
     server = serve(basic)
     with server.http() as http:

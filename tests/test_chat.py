@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import litellm
+import pytest
 
-from sentient.chat import repl
+from sentient.chat import readline, repl
 from tests.agent_support import agent_on
 from tests.scripted import Scripted, text
 
@@ -84,3 +85,59 @@ def test_ctrl_c_at_the_prompt_leaves_the_chat(make_vault: Callable[[str], Path],
         raise KeyboardInterrupt
 
     assert repl(agent, interrupted, lambda line: None) == 0
+
+
+def test_a_pin_that_does_not_exist_is_refused_before_the_first_message(
+    make_vault: Callable[[str], Path], scripted: Scripted
+) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    shown: list[str] = []
+    before = set((vault / "sessions").rglob("*.md"))
+    scripted.queue(text("Hello."))
+    lines = ["/pin note:nope", "/pin note:interview-script", "hi there", "/pins"]
+    assert repl(agent, feed(lines), shown.append) == 0
+    assert shown[1].startswith("error: pins: there is no note 'nope' to pin")
+    assert shown[2:-1] == ["pins: note:interview-script", "sentient> Hello.", "pins: note:interview-script"]
+    ours = set((vault / "sessions").rglob("*.md")) - before
+    assert len(ours) == 1  # the first message made the session and is in it
+    saved = ours.pop().read_text()
+    assert "hi there" in saved and "note:interview-script" in saved and "nope" not in saved
+
+
+@pytest.fixture
+def history() -> Iterator[None]:
+    """readline's history, empty for the test and emptied after it (it is the process's)."""
+    if readline is None:
+        pytest.skip("no readline on this platform")
+    readline.clear_history()
+    yield
+    readline.clear_history()
+
+
+def typed(lines: list[str]) -> Callable[[str], str]:
+    """Lines typed at a terminal: input() on a terminal adds each non-empty line to readline's history."""
+    read = feed(lines)
+
+    def type_line(prompt: str) -> str:
+        line = read(prompt)
+        if line:
+            readline.add_history(line)
+        return line
+
+    return type_line
+
+
+def test_nothing_typed_in_an_incognito_chat_stays_in_the_history(
+    make_vault: Callable[[str], Path], scripted: Scripted, history: None, tmp_path: Path
+) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    scripted.queue(text("Hello."), text("Shh."), text("Shh."), text("Back."))
+    lines = ["hi", "/pins", "/incognito", "PRIVATE my PIN is 4711", "/pin note:interview-script",
+             "PRIVATE again", "/new", "back in the open"]
+    assert repl(agent, typed(lines), lambda line: None) == 0
+    kept = tmp_path / "chat_history"
+    readline.write_history_file(kept)  # what `sentient chat` does as it ends
+    assert kept.read_text().splitlines() == ["hi", "/pins", "back in the open"]
+    assert not [p for p in vault.rglob("*") if p.is_file() and b"PRIVATE" in p.read_bytes()]

@@ -119,3 +119,40 @@ def test_the_fix_for_a_model_names_where_the_model_came_from(tmp_path: Path) -> 
         "change SENTIENT_HELPER_MODEL (it overrides models.helper.model in sentient.yaml)"
     )
     assert from_env.model_fix("extraction") == "set models.extraction.model in sentient.yaml"
+
+
+CHAT_ONLY = ("models:\n  chat:\n    model: openai/fake\n    api_base: http://127.0.0.1:18999/v1\n"
+             "    api_key_env: FAKE_KEY\n    timeout: 30\n")
+
+
+def test_a_role_left_unset_uses_all_of_chats_settings(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text(CHAT_ONLY)
+    settings = load_settings(tmp_path, {})
+    for name in ("helper", "extraction"):
+        role = settings.role(name)
+        assert (role.model, role.api_base, role.api_key_env, role.timeout) == (
+            "openai/fake", "http://127.0.0.1:18999/v1", "FAKE_KEY", 30)
+        assert settings.role_setting(name, "api_key_env") == "models.chat.api_key_env"
+        assert settings.model_fix(name) == "set models.chat.model in sentient.yaml"
+
+
+def test_a_role_that_names_a_model_uses_only_its_own_settings(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text(CHAT_ONLY + "  helper:\n    model: ollama_chat/qwen3:8b\n")
+    settings = load_settings(tmp_path, {})
+    helper = settings.role("helper")
+    assert (helper.model, helper.api_base, helper.api_key_env, helper.timeout) == (
+        "ollama_chat/qwen3:8b", None, None, None)
+    assert settings.model_fix("helper") == "set models.helper.model in sentient.yaml"
+    assert settings.role("extraction").api_base == "http://127.0.0.1:18999/v1"  # still as chat
+
+
+def test_a_role_without_a_model_keeps_the_fields_it_sets_over_chats(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text(CHAT_ONLY + "  extraction:\n    timeout: 600\n")
+    extraction = load_settings(tmp_path, {}).role("extraction")
+    assert (extraction.model, extraction.api_key_env, extraction.timeout) == ("openai/fake", "FAKE_KEY", 600)
+
+
+def test_sentient_helper_model_gives_the_helper_a_model_and_settings_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text(CHAT_ONLY)
+    helper = load_settings(tmp_path, {"SENTIENT_HELPER_MODEL": "openai/other"}).role("helper")
+    assert (helper.model, helper.api_base, helper.api_key_env) == ("openai/other", None, None)

@@ -486,3 +486,28 @@ def test_the_embedded_model_process_ends_when_its_parent_goes_away() -> None:
             child.wait()
         if child.stdout is not None:
             child.stdout.close()
+
+
+def test_roles_left_unset_call_chats_server_with_chats_key(scripted: Scripted) -> None:
+    chat = {"model": MODEL, "api_base": "http://chat.example/v1", "api_key_env": "CHAT_KEY"}
+    llm = LLM(Settings(models={"chat": chat}), {"CHAT_KEY": "k-chat"})
+    for role in ("chat", "helper", "extraction"):
+        llm.complete(role, USER)
+    assert [(r["model"], r["api_base"], r["api_key"]) for r in scripted.requests] == [
+        (MODEL, "http://chat.example/v1", "k-chat")] * 3
+
+
+def test_a_role_with_a_model_of_its_own_does_not_take_chats_server_or_key(scripted: Scripted) -> None:
+    chat = {"model": MODEL, "api_base": "http://chat.example/v1", "api_key_env": "CHAT_KEY"}
+    llm = LLM(Settings(models={"chat": chat, "helper": {"model": "scripted/helper"}}), {"CHAT_KEY": "k-chat"})
+    llm.complete("helper", USER)
+    assert [(r["model"], r["api_base"], r["api_key"]) for r in scripted.requests] == [
+        ("scripted/helper", None, None)]
+
+
+def test_a_missing_key_of_chat_is_named_where_it_is_set_for_a_role_that_takes_it(scripted: Scripted) -> None:
+    llm = LLM(Settings(models={"chat": {"model": MODEL, "api_key_env": "CHAT_KEY"}}), {})
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.complete("helper", USER)
+    assert caught.value.message == ("models.chat.api_key_env names CHAT_KEY, which is not set: "
+                                    "export CHAT_KEY=<your key>, or change models.chat in sentient.yaml")

@@ -11,9 +11,9 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-from sentient.agent.turn import Agent, TurnResult
+from sentient.agent.turn import INCOGNITO_PREFIX, Agent, TurnResult
 from sentient.api.deps import AgentDep
 from sentient.errors import NotFound, SentientError
 from sentient.llm import LLMError
@@ -27,8 +27,10 @@ class ChatRequest(BaseModel):
 
     message: str = Field(description="what the person says")
     session_id: str | None = Field(default=None, description="continue this session; leave out to start one")
-    incognito: StrictBool = Field(default=False, description="a new incognito session: nothing from it is saved")
-    pins: list[str] | None = Field(default=None, description="note:<id> / plan:<id> to pin to a new session")
+    incognito: StrictBool = Field(default=False, description="start an incognito session: nothing from it is saved "
+                                  "(a new session only: not with session_id)")
+    pins: list[str] | None = Field(default=None, description="note:<id> / plan:<id> to pin to a new session (not with "
+                                   "session_id: PUT /api/sessions/{session_id}/pins changes an existing one's)")
     stream: StrictBool = Field(default=False, description="answer as server-sent events")
 
     @field_validator("message")
@@ -43,6 +45,24 @@ class ChatRequest(BaseModel):
     def _valid_id(cls, value: str | None) -> str | None:
         if value is not None:
             check_key("session", value)
+        return value
+
+    @field_validator("incognito")
+    @classmethod
+    def _incognito_starts(cls, value: bool, info: ValidationInfo) -> bool:
+        session = info.data.get("session_id")
+        if value and session is not None and not session.startswith(INCOGNITO_PREFIX):
+            # never answer (and save) a message sent as private in a session that is not
+            raise ValueError("applies only to a new session; a stored session cannot become incognito: leave out "
+                             "session_id to start an incognito one")
+        return value
+
+    @field_validator("pins")
+    @classmethod
+    def _pins_start(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if value is not None and info.data.get("session_id") is not None:
+            raise ValueError("apply only to a new session; change an existing session's pins with "
+                             f"PUT /api/sessions/{info.data['session_id']}/pins")
         return value
 
 
@@ -90,9 +110,13 @@ class TurnFailed(SentientError):
 
 
 def open_session(agent: Agent, request: ChatRequest) -> str:
-    if request.session_id is not None:
-        if not agent.is_incognito(request.session_id) and agent.workspace.vault.locate(
-                "session", request.session_id) is None:  # before a stream starts: a 404, not an error event
+    if request.session_id is not None:  # checked before a stream starts: a 404, not an error event
+        if agent.is_incognito(request.session_id):
+            return request.session_id
+        if request.incognito:
+            raise NotFound(f"no incognito session '{request.session_id}' (it ends with the server that holds it); "
+                           "start a new one by leaving session_id out")
+        if agent.workspace.vault.locate("session", request.session_id) is None:
             raise NotFound(f"no session '{request.session_id}'; start a new one by leaving session out")
         return request.session_id
     return agent.new_session(incognito=request.incognito, pins=request.pins, title=request.message.strip()[:60])

@@ -46,8 +46,18 @@ class NewEntry(BaseModel):
     def one_line(cls, title: str) -> str:
         return _one_line(title)
 
+    @field_validator("body")
+    @classmethod
+    def some_text(cls, body: str) -> str:
+        if not body.strip():
+            raise ValueError("an entry needs some text (what there is to remember); it is empty")
+        return body
+
 
 def _one_line(title: str) -> str:
+    """A field error (422) for a title that is blank or more than one line."""
+    if not title.strip():
+        raise ValueError("must not be empty")
     if len(title.strip().splitlines()) > 1:
         raise ValueError(TITLE_RULE)
     return title

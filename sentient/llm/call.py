@@ -26,6 +26,7 @@ class _Call:
         self.endpoint = llm.endpoint(role)
         self.timeout = timeout or self.config.timeout or DEFAULT_TIMEOUT
         self.set_model = llm.settings.model_fix(role)  # names SENTIENT_MODEL when that set it
+        self.api_key_setting = llm.settings.role_setting(role, "api_key_env")  # the helper's may be chat's
 
     def kwargs(
         self,
@@ -61,7 +62,7 @@ class _Call:
             key = self.config.api_key_env or f"{(provider or 'openai').upper()}_API_KEY"
             return LLMUnavailable(
                 f"the provider refused the key for {model} ({detail}): set {key}, "
-                f"or name your key's variable in models.{self.role}.api_key_env in sentient.yaml"
+                f"or name your key's variable in {self.api_key_setting} in sentient.yaml"
             )
         if isinstance(exc, litellm.NotFoundError):
             return LLMUnavailable(f"model {model} is not known to {where}: {self._pull_fix()}")

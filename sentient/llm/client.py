@@ -104,9 +104,10 @@ class LLM:
         if config.api_key_env:
             api_key = self._environ.get(config.api_key_env)
             if not api_key:
+                setting = self.settings.role_setting(role, "api_key_env")
                 raise LLMUnavailable(
-                    f"models.{role}.api_key_env names {config.api_key_env}, which is not set: "
-                    f"export {config.api_key_env}=<your key>, or change models.{role} in sentient.yaml"
+                    f"{setting} names {config.api_key_env}, which is not set: "
+                    f"export {config.api_key_env}=<your key>, or change {setting.rsplit('.', 1)[0]} in sentient.yaml"
                 )
         resolved = self._resolver(model) if self._resolver is not None else None
         if resolved is not None:
@@ -214,8 +215,10 @@ class LLM:
             return max(1, len(text) // 4)
 
     def ping(self, role: str, timeout: float = 10.0) -> tuple[bool, str]:
-        """Whether the role's model answers a one-token call, and what to do if not."""
-        model = self.model_name(role)
+        """Whether the role's model answers a one-token call (naming its server when one is
+        set), and what to do if not."""
+        config = self.settings.role(role)
+        model = f"{config.model} at {config.api_base}" if config.api_base else str(config.model)
         started = time.monotonic()
         try:
             call = _Call(self, role, timeout)
