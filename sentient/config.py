@@ -206,8 +206,16 @@ def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
             raise ConfigError(f"{config_path}: must be a mapping of settings, not {type(loaded).__name__}")
         raw = dict(loaded or {})
     raw.pop("vault", None)
-    if environ.get("SENTIENT_MODEL"):
+    if environ.get("SENTIENT_MODEL"):  # every role's model, but a role with a variable of its own set
         raw["model"] = environ["SENTIENT_MODEL"]
+        models = dict(raw.get("models") or {})
+        for role in ("chat", "helper", "extraction"):
+            section = models.get(role)
+            if isinstance(section, dict) and section.get("model") and not (
+                    role == "helper" and environ.get("SENTIENT_HELPER_MODEL")):
+                models[role] = {**section, "model": environ["SENTIENT_MODEL"]}
+        if models:
+            raw["models"] = models
     if environ.get("SENTIENT_HELPER_MODEL"):
         models = dict(raw.get("models") or {})
         models["helper"] = {**dict(models.get("helper") or {}), "model": environ["SENTIENT_HELPER_MODEL"]}

@@ -156,3 +156,15 @@ def test_sentient_helper_model_gives_the_helper_a_model_and_settings_of_its_own(
     (tmp_path / "sentient.yaml").write_text(CHAT_ONLY)
     helper = load_settings(tmp_path, {"SENTIENT_HELPER_MODEL": "openai/other"}).role("helper")
     assert (helper.model, helper.api_base, helper.api_key_env) == ("openai/other", None, None)
+
+
+def test_sentient_model_overrides_the_models_the_file_gives_each_role(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text(
+        "model: local\nmodels:\n  chat:\n    model: openai/x\n    api_base: http://127.0.0.1:9/v1\n"
+        "  helper:\n    model: openai/small\n  extraction:\n    model: openai/y\n")
+    settings = load_settings(tmp_path, {"SENTIENT_MODEL": "scripted/test"})
+    assert [settings.role(r).model for r in ("chat", "helper", "extraction")] == ["scripted/test"] * 3
+    assert settings.role("chat").api_base == "http://127.0.0.1:9/v1"  # the rest of the file's settings stay
+    both = load_settings(tmp_path, {"SENTIENT_MODEL": "scripted/test", "SENTIENT_HELPER_MODEL": "scripted/h"})
+    assert [both.role(r).model for r in ("chat", "helper", "extraction")] == ["scripted/test", "scripted/h",
+                                                                              "scripted/test"]
