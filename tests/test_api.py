@@ -620,7 +620,32 @@ def test_v1_without_a_user_starts_a_session_with_the_history_the_client_sent(
     assert body["object"] == "chat.completion" and body["sentient"]["memory_allowed"] is False
     sent = [(m["role"], m["content"]) for m in scripted.requests[0]["messages"][1:]]
     assert sent[:3] == [("system", "Be brief."), ("user", "Pick a colour"), ("assistant", "Green?")]
-    assert said(basic, body["sentient"]["session_id"], "user") == ["Another"]
+    key = body["sentient"]["session_id"]
+    stored = [(m.role, m.text) for m in session_messages(basic, key) if m.role != "knowledge"]
+    assert stored == [("system", "Be brief."), ("user", "Pick a colour"), ("assistant", "Green?"),
+                      ("user", "Another"), ("assistant", "Blue.")]  # the session holds what the model was given
+    scripted.queue(text("Red."))
+    assert client.post("/api/chat", json={"message": "And one more?", "session_id": key}).status_code == 200
+    continued = [(m["role"], m["content"]) for m in scripted.requests[1]["messages"][1:]]
+    assert continued[:4] == [("system", "Be brief."), ("user", "Pick a colour"), ("assistant", "Green?"),
+                             ("user", "Another")]  # continuing it loses nothing
+
+
+def test_a_v1_turn_after_an_api_chat_turn_on_its_session_is_sent_no_memory(
+    client: TestClient, scripted: Scripted, basic: Path
+) -> None:
+    scripted.queue(text("Hello."), call("memory_recall", query="Anika"), text("Noted."), text("I can't say."))
+    ask = {"messages": [{"role": "user", "content": "hi"}], "user": "maya-phone"}
+    key = client.post("/v1/chat/completions", json=ask).json()["sentient"]["session_id"]
+    chat = client.post("/api/chat", json={"message": "Who is Anika?", "session_id": key}).json()
+    assert chat["memory_allowed"] is True
+    assert any(m.role == "knowledge" and "memory-index" in m.text for m in session_messages(basic, key))
+    again = {"messages": [{"role": "user", "content": "And her school?"}], "user": "maya-phone"}
+    body = client.post("/v1/chat/completions", json=again).json()
+    assert body["sentient"] == {"session_id": key, "memory_allowed": False}
+    sent = json.dumps(scripted.requests[-1]["messages"])
+    assert FACT not in sent and "memory-index" not in sent and "anika-teacher" not in sent
+    assert "Who is Anika?" in sent and "Noted." in sent  # what was said stays
 
 
 def test_v1_header_user_maps_to_one_session(client: TestClient, scripted: Scripted) -> None:

@@ -105,7 +105,7 @@ def test_a_scheduled_run_and_a_dispatched_session_get_the_block(basic: Path, scr
     assert delivered(agent, dispatched.session) is not None
 
 
-def test_after_compaction_the_block_and_pinned_messages_arrive_in_one_synthetic_turn(
+def test_after_compaction_the_block_and_pinned_messages_ride_with_the_next_message_and_cost_no_model_call(
     basic: Path, scripted: Scripted
 ) -> None:
     configure(basic, chat={"context_tokens": 1500, "keep_messages": 2})
@@ -119,23 +119,32 @@ def test_after_compaction_the_block_and_pinned_messages_arrive_in_one_synthetic_
     session_file.write_text(body.replace(locker_heading, locker_heading + " · pinned", 1))  # the person pins it
     agent.turn("Tell me about onboarding.", session=first.session)
     assert "summary" not in [m.role for m in agent.messages_of(first.session)]
-    scripted.queue(text("SUMMARY: locker code and onboarding talk."), text("Got it."), text("Answer."))
+    scripted.queue(text("SUMMARY: locker code and onboarding talk."), text("Answer."))
     requests_before = len(scripted.requests)
-    agent.turn("What next? " + "More detail. " * 800, session=first.session)
-    summary_call, synthetic_call, turn_call = scripted.requests[requests_before:]
+    question = "What next? " + "More detail. " * 800
+    result = agent.turn(question, session=first.session)
+    assert result.text == "Answer."
+    summary_call, turn_call = scripted.requests[requests_before:]  # two calls: no extra one for the block
+    assert scripted.pending == 0 and not scripted.unscripted
     assert "Summarise the conversation" in summary_call["messages"][0]["content"]
-    synthetic = user_message(synthetic_call)
-    assert isinstance(synthetic, str)
-    assert BLOCK in synthetic and "My locker code is 4312." in synthetic  # one turn, both together
-    synthetic_flags = [m["role"] == "user" and (BLOCK in str(m["content"]) or "pinned-message" in str(m["content"]))
-                       for m in turn_call["messages"]]
-    assert sum(synthetic_flags) == 1  # the one synthetic turn, kept in the history
-    assert not any(a and b for a, b in zip(synthetic_flags, synthetic_flags[1:], strict=False))
     assert "SUMMARY: locker code" in turn_call["messages"][0]["content"]
-    assert carried_block(turn_call) is None  # already delivered by the synthetic turn
+    block = carried_block(turn_call)  # the synthetic first part of the person's message
+    assert block is not None and "My locker code is 4312." in block  # block and pinned messages together
+    assert user_message(turn_call)[1] == {"type": "text", "text": question}
+    synthetic = [m for m in turn_call["messages"] if BLOCK in str(m["content"]) or "pinned-message" in str(m)]
+    assert len(synthetic) == 1  # one synthetic part, never two
     parsed = transcript.parse(agent.workspace.vault.get("session", first.session).body).messages
+    after = [m.role for m in parsed][[m.role for m in parsed].index("summary"):]
+    assert after[-3:] == ["knowledge", "user", "assistant"]  # no answer the person never asked for
+    assert [m.text for m in parsed if m.role == "assistant"] == ["Noted.", "Sure.", "Answer."]
     assert [m.role for m in parsed].count("summary") == 1
     assert [m.text for m in parsed if m.pinned] == ["My locker code is 4312."]  # nothing deleted from the file
+    assert delivered(agent, first.session) is not None
+    configure(basic, chat={"context_tokens": 100_000})  # no second compaction
+    scripted.queue(text("Later."))
+    agent_on(basic).turn("And after that?", session=first.session)
+    assert carried_block(scripted.requests[-1]) is None  # delivered once; the history carries it
+    assert "My locker code is 4312." in str(scripted.requests[-1]["messages"])
 
 
 def test_an_unreadable_memory_store_still_delivers_the_pins(basic: Path, scripted: Scripted) -> None:

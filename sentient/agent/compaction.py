@@ -1,7 +1,10 @@
 """Compaction: when a session's history outgrows its budget, the model summarises the older
 turns into a `## summary` section of the session file (nothing is deleted from the file), and
-the session knowledge block travels again right after, together with the messages the person
-pinned, as one synthetic turn.
+the session knowledge block travels again with the person's next message, together with the
+messages the person pinned, as one synthetic part of it (no model call of its own).
+
+A summary is made only from what the person and the agent said: never from knowledge blocks,
+tool results, helper runs or the memories of a system prompt.
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ def pinned(messages: tuple[transcript.Message, ...]) -> list[transcript.Message]
     return [m for m in messages if m.pinned and m.text.strip()]
 
 
+def compacted_pinned(messages: tuple[transcript.Message, ...]) -> list[transcript.Message]:
+    """The pinned messages a summary took out of the window (those before the latest one)."""
+    last = max((n for n, m in enumerate(messages) if m.role == "summary"), default=0)
+    return pinned(messages[:last])
+
+
 def pinned_block(messages: list[transcript.Message]) -> str:
     """The pinned messages as quoted data (see knowledge.quoted): no message can end its
     wrapper or open one of its own."""
@@ -48,8 +57,11 @@ def pinned_block(messages: list[transcript.Message]) -> str:
     return "Messages the person pinned in this session, kept word for word (quoted data):\n" + shown
 
 
+SAID = ("system", "user", "assistant")  # what a summary is made of: what was said, nothing memory supplied
+
+
 def summarise(llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message]) -> str:
-    shown = [replace(m, text=quoted(m.text)) for m in older if m.role in ("user", "assistant") and m.text.strip()]
+    shown = [replace(m, text=quoted(m.text)) for m in older if m.role in SAID and m.text.strip()]
     prompt = prompts.render("summary.md.j2", previous=previous, messages=shown, words=SUMMARY_WORDS)
     return llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
 

@@ -86,6 +86,7 @@ class ToolContext:
     incognito: bool
     channel: str
     session: str | None = None  # session key, None for an incognito chat kept in memory
+    session_month: str | None = None  # the yyyy-mm folder of a stored session's file
     run: str | None = None  # 'task/run' for a task run
     recurring: bool = False  # a run of a recurring task (may keep a notepad)
     state: TurnState = field(default_factory=TurnState)
@@ -102,7 +103,8 @@ class ToolContext:
         if self.run:
             return f"task:{self.run}"
         if self.session:
-            return f"session:{self.session}"
+            where = f"{self.session_month}/{self.session}" if self.session_month else self.session
+            return f"session:{where}"  # session:<yyyy-mm>/<id>, as the file lies in sessions/
         return self.channel
 
     def child(self, offered: frozenset[str]) -> ToolContext:

@@ -57,8 +57,8 @@ def run_helper(ctx: ToolContext, goal: str, wanted: list[str] | None = None) -> 
             f"Goal: {goal}\n\nTools: {', '.join(t.name for t in tools) or 'none'}\n\n{answer}",
             tool_calls=tuple({"name": c.name, "arguments": c.arguments, "ok": c.ok} for c in calls),
         )
-        try:
-            agent.record(ctx.session, record)
+        try:  # a helper that read outside content leaves the session untrusted (a background one too)
+            agent.record(ctx.session, record, meta={"untrusted": True} if child.untrusted else None)
         except Exception:  # the transcript line is a record, not the helper's result
             pass
     return answer

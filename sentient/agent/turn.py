@@ -80,15 +80,36 @@ def _json(text: str) -> Any:
         return text
 
 
-def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSAGES) -> list[Message]:
-    """What the model sees of earlier turns: the person's and the agent's words, with the
-    knowledge block each message carried as its synthetic first part."""
+# Tags of a knowledge block that carry memory: its index, or word that memory failed to load.
+# Quoting writes every '<' of a pinned text that could open a tag as '&lt;', so only the real
+# sections match.
+MEMORY_TAGS = ("<memory-index", "<memory-unreadable")
+# Why a turn of a session that read outside content before starts untrusted.
+EARLIER_OUTSIDE = "this session's history, which holds outside content"
+
+
+def holds_memory(block: str) -> bool:
+    """Does a stored knowledge block carry something from memory?"""
+    return any(tag in block for tag in MEMORY_TAGS)
+
+
+def history(
+    messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSAGES, *, memory_allowed: bool = True
+) -> list[Message]:
+    """What the model sees of earlier turns: what the person and the agent said (and system
+    messages a client sent along), with the latest knowledge block as the synthetic first part
+    of the message that carried it. Tool calls and their results, helper runs and the reader's
+    answers are never replayed. In a turn without memory a block that carries memory is left
+    out; the turn sends its own block, made without memory."""
     shown: list[Message] = []
     block: str | None = None
     latest = max((n for n, m in enumerate(messages) if m.role == "knowledge"), default=-1)
     for number, message in enumerate(messages):
         if message.role == "knowledge":
-            block = message.text if number == latest else None  # a newer block replaces older ones
+            fresh = number == latest and (memory_allowed or not holds_memory(message.text))
+            block = message.text if fresh else None  # a newer block replaces older ones
+        elif message.role == "system" and message.text.strip():
+            shown.append({"role": "system", "content": message.text})
         elif message.role == "user" and message.text.strip():
             if block is None:
                 shown.append({"role": "user", "content": message.text})
@@ -97,11 +118,17 @@ def history(messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSA
                 shown.append({"role": "user", "content": parts})
                 block = None
         elif message.role == "assistant" and message.text.strip():
-            if block is not None:  # a synthetic turn of its own (after compaction)
+            if block is not None:  # a synthetic turn of its own (written by earlier versions)
                 shown.append({"role": "user", "content": block})
                 block = None
             shown.append({"role": "assistant", "content": message.text})
     return shown[-limit:]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content or () if isinstance(part, dict))
 
 
 class Agent:
@@ -200,12 +227,18 @@ class Agent:
     def context(self, *, incognito: bool, channel: str, session: str | None, **extra: Any) -> ToolContext:
         """The turn's one memory decision, made here and nowhere else."""
         allowed = memory_allowed(incognito=incognito, channel=channel, settings=self.settings)
+        if session is not None and session not in self._incognito and "session_month" not in extra:
+            path = self.workspace.vault.locate("session", session)
+            extra["session_month"] = path.parent.name if path is not None else None  # sessions/<yyyy-mm>/
         return ToolContext(self, allowed, incognito, channel, session=session, **extra)
 
     def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None) -> str:
         memories: list[Any] = []
         if ctx.memory_allowed:
             memories = relevant_memories(ctx, text, limit=3)
+        for entry in memories:  # read into the prompt: the turn starts untrusted again
+            if entry.untrusted:
+                ctx.state.mark_untrusted(f"memory {entry.id}, written from outside content")
         return self.prompts.render(
             "system.md.j2",
             user_name=self.settings.user.name if ctx.memory_allowed else None,
@@ -251,12 +284,15 @@ class Agent:
         session = self.new_session(channel="dispatch", pins=pins, scope=scope, title=goal.strip()[:60])
         return self.turn(goal, session=session, channel="dispatch")
 
+    def session_meta(self, key: str, saved: Document | None = None) -> dict[str, Any]:
+        """A session's frontmatter (from `saved`, its file as just read, when given)."""
+        if key in self._incognito:
+            return dict(self._incognito_meta.get(key, {}))
+        return dict((saved or self.workspace.vault.get("session", key)).meta)
+
     def session_settings(self, key: str, saved: Document | None = None) -> tuple[list[str], str | None, str | None]:
         """(pins, scope, knowledge_delivered) of a session (from `saved`, its file as just read, when given)."""
-        if key in self._incognito:
-            meta = self._incognito_meta.get(key, {})
-        else:
-            meta = dict((saved or self.workspace.vault.get("session", key)).meta)
+        meta = self.session_meta(key, saved)
         pins = meta.get("pins") or []
         scope = meta.get("scope")
         delivered = meta.get("knowledge_delivered")
@@ -277,35 +313,53 @@ class Agent:
                 saved = self.workspace.vault.get("session", session)  # read under the session's lock
             except NotFound:
                 raise NotFound(f"no session '{session}'; start a new one by leaving session out") from None
+        meta = self.session_meta(session, saved)
+        if meta.get("untrusted") is True:  # what it read earlier is still in its history
+            ctx.state.mark_untrusted(EARLIER_OUTSIDE)
+        marked = meta.get("untrusted") is True
         pins, scope, delivered = self.session_settings(session, saved)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
-        current = compaction.window(self.messages_of(session, saved))
+        loaded = self.messages_of(session, saved)
+        earlier = tuple(transcript.Message(m["role"], iso(self.clock()), _text_of(m["content"])) for m in prior)
+        if earlier:  # what a client sent along becomes the session's history, so nothing is lost
+            self.record(session, *earlier)
+        current = compaction.window(loaded + earlier)
         system = self.system_prompt(ctx, text, current.summary)
+        compacted = False
         if self._over_budget(system, current, text):
-            current, system, delivered = self._compact(ctx, session, current, knowledge, delivered, text)
+            current, system, compacted = self._compact(ctx, session, current, text)
+        synthetic, pending = self._synthetic(ctx, session, current, knowledge, delivered, compacted)
+
+        def provenance() -> dict[str, Any]:
+            """`untrusted: true` for the session's frontmatter, once, as soon as the turn is."""
+            nonlocal marked
+            if ctx.untrusted and not marked:
+                marked = True
+                return {"untrusted": True}
+            return {}
+
         now = iso(self.clock())
         content: str | list[dict[str, str]] = text
-        pending: str | None = None
         said = [transcript.Message("user", now, text)]
-        if knowledge is not None and knowledge.signature != delivered:
-            said.insert(0, transcript.Message("knowledge", now, knowledge.text))
-            content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": text}]
-            pending = knowledge.signature
-        self.record(session, *said)
+        before = current.messages
+        if synthetic is not None:
+            said.insert(0, transcript.Message("knowledge", now, synthetic))
+            content = [{"type": "text", "text": synthetic}, {"type": "text", "text": text}]
+            before = tuple(m for m in before if m.role != "knowledge")  # this one replaces them
+        self.record(session, *said, meta=provenance() or None)
         messages: list[Message] = [
             {"role": "system", "content": system},
-            *prior,
-            *history(current.messages),
+            *history(before, memory_allowed=ctx.memory_allowed),
             {"role": "user", "content": content},
         ]
 
         def on_message(message: Message) -> None:
             nonlocal pending
-            accepted = None
+            accepted = provenance()
             if pending is not None and message["role"] == "assistant":
-                accepted = {"knowledge_delivered": pending}  # the model call returned: accepted
+                accepted["knowledge_delivered"] = pending  # the model call returned: accepted
                 pending = None
-            self.record(session, to_transcript(message, iso(self.clock())), meta=accepted)
+            self.record(session, to_transcript(message, iso(self.clock())), meta=accepted or None)
 
         result = run_loop(
             self.llm,
@@ -328,6 +382,32 @@ class Agent:
             result.offered,
         )
 
+    def _synthetic(
+        self,
+        ctx: ToolContext,
+        session: str,
+        current: compaction.Window,
+        knowledge: Knowledge | None,
+        delivered: str | None,
+        compacted: bool,
+    ) -> tuple[str | None, str | None]:
+        """(the synthetic first part of the person's message, the knowledge signature it
+        delivers). The block goes along when the session does not carry it: new or changed,
+        compacted away, or carrying memory in a turn without memory (then left out of the
+        history). Once the session has a summary, the pinned messages it took out of the
+        window go along with the block, in the same part."""
+        blocks = [m for m in current.messages if m.role == "knowledge"]
+        withheld = bool(blocks) and not ctx.memory_allowed and holds_memory(blocks[-1].text)
+        parts: list[str] = []
+        signature = None
+        if knowledge is not None and (knowledge.signature != delivered or compacted or withheld):
+            parts.append(knowledge.text)
+            signature = knowledge.signature
+        if compacted or (parts and current.summary is not None):
+            parts.append(compaction.pinned_block(compaction.compacted_pinned(self.messages_of(session))))
+        joined = "\n\n".join(part for part in parts if part)
+        return (joined or None), signature
+
     # --- compaction --------------------------------------------------------------------
 
     def _over_budget(self, system: str, current: compaction.Window, text: str) -> bool:
@@ -342,48 +422,23 @@ class Agent:
         return self.llm.count_tokens("chat", messages) > budget
 
     def _compact(
-        self,
-        ctx: ToolContext,
-        session: str,
-        current: compaction.Window,
-        knowledge: Knowledge | None,
-        delivered: str | None,
-        text: str,
-    ) -> tuple[compaction.Window, str, str | None]:
-        """Summarise the older turns, then re-deliver the knowledge block and the pinned
-        messages together as one synthetic turn. Returns the new window, system prompt and
-        delivered signature. A failure here is logged and the turn goes on uncompacted."""
+        self, ctx: ToolContext, session: str, current: compaction.Window, text: str
+    ) -> tuple[compaction.Window, str, bool]:
+        """Summarise the older turns into a summary section. Returns the new window, its system
+        prompt and whether it compacted. The knowledge block and the pinned messages then ride
+        with the person's message (see _synthetic): no model call of their own. A failure here
+        is logged and the turn goes on uncompacted."""
         older, recent = compaction.split(current, self.settings.chat.keep_messages)
         if not older:
-            return current, self.system_prompt(ctx, text, current.summary), delivered
+            return current, self.system_prompt(ctx, text, current.summary), False
         try:
             summary = compaction.summarise(self.llm, self.prompts, current.summary, older)
         except Exception as exc:
             log.warning("session %s was not compacted: %s", session, exc)
-            return current, self.system_prompt(ctx, text, current.summary), delivered
+            return current, self.system_prompt(ctx, text, current.summary), False
         section = transcript.Message("summary", iso(self.clock()), summary)
         self._insert_summary(session, len(recent), section)
-        current = compaction.Window(summary, tuple(recent))
-        system = self.system_prompt(ctx, text, summary)
-        pinned = compaction.pinned_block(compaction.pinned(self.messages_of(session)))
-        parts = [part for part in ((knowledge.text if knowledge else ""), pinned) if part]
-        if not parts:
-            return current, system, delivered
-        synthetic = "\n\n".join(parts)
-        messages = [{"role": "system", "content": system}, *history(current.messages),
-                    {"role": "user", "content": synthetic}]
-        try:
-            reply = self.llm.complete("chat", messages, None)
-        except Exception as exc:  # the block then rides on the person's message instead
-            log.warning("knowledge not re-delivered after compaction of %s: %s", session, exc)
-            return current, system, delivered
-        now = iso(self.clock())
-        sent = (transcript.Message("knowledge", now, synthetic), transcript.Message("assistant", now, reply.text))
-        accepted = {"knowledge_delivered": knowledge.signature} if knowledge is not None else None
-        self.record(session, *sent, meta=accepted)
-        if knowledge is not None:
-            delivered = knowledge.signature
-        return compaction.Window(summary, (*recent, *sent)), system, delivered
+        return compaction.Window(summary, tuple(recent)), self.system_prompt(ctx, text, summary), True
 
     def _insert_summary(self, session: str, recent: int, section: transcript.Message) -> None:
         if session in self._incognito:
