@@ -266,19 +266,29 @@ WHY = """Why, measured with cProfile and by timing each stage alone (second tabl
   left, a file at a time (CPU, 10k): SQLite ~50 µs (the row ~12, FTS5 tokenising ~25, commit ~5,
   the final merge ~8), that is 3-4× the read+hash floor by itself; reading and parsing in Python
   ~40-50 µs (open, two sha256, frontmatter, typed fields, the Document and its Path); the row
-  ~8 µs. Getting near 3× would take FTS5 out of the cold path (or a compiled reader).
-- **The threat judge** the app indexes with (last column) adds 70-130 µs a file over three runs:
-  45-95% on top of the cold index. It is being optimised separately (sentient/threats.py).
+  ~8 µs. Getting near 3× would take FTS5 out of the cold path (or a compiled reader). Tried on
+  2026-12-01 and dropped: writing each batch on a second thread while the next is read (SQLite
+  lets go of the GIL) gained nothing, since the row inserts hand the GIL back and forth with the
+  reader and slowed both (10k: 1.30 s before, 1.33 s after, medians of 5 side by side); one
+  INSERT ... SELECT from json_each per batch re-parses the row for each column and was slower
+  still. Reading in two processes measured 1.4× faster for the reading alone on this 2-core
+  machine, which bounds the whole at about 2× (5-8× the floor), not 3×.
+- **The threat judge** the app indexes with (last column) adds 60-180 µs a file: the sync judges
+  500 files at a time with `scan_many` (issue 3; see the Threats section). Once the index holds a
+  file's judgment, any later process takes a clean one from it as a cache lookup.
 - **No-change sync: met.** `Vault.walk_folders` decides each folder's kind once, keeps paths as
   text and stats each file as scandir lists it (0.9-1.3× the stat floor). The index stores, per
   folder, a digest of its files' (name, mtime_ns, size) when it last synced them; a folder whose
   digest matches is skipped without loading its rows (loading 100k rows cost ~3 µs a file, as much
   as the stat). Any write of a row drops its folder's digest, and a sync that another process wrote
   during stores none, so a skipped folder's rows are always what its files were.
-- **Search: at the edge at 100k** (text-mix p95 7.7-9.5 ms in two runs on 2026-11-30; 11.0, 11.0 and
-  9.4 ms in three on 2026-12-01, when this session's search code and session 1's, run side by side over the
-  same 200 queries, gave p95 10.15 and 10.28 ms and the same hits: the machine, not the code), by two shortcuts for
-  broad queries, which change some results.** FTS5 scores every match (~1 µs each, no top-k
+- **Search: at the edge at 100k** (text-mix p95 7.7-9.5 ms in two runs on 2026-11-30; 11.0, 11.0,
+  9.4, 10.3 and 9.8 ms in five on 2026-12-01, the last two after the snippet query below was fixed;
+  the same code over the same 200 queries moves by 1-2 ms between runs on this machine), by two
+  shortcuts for broad queries, which change some results.** The query that fetches the best hits'
+  snippets now keeps FTS5 as the outer loop (`CROSS JOIN`): SQLite sometimes put the documents
+  table outside and ran the whole MATCH once per hit (3.7 ms instead of 0.9 ms for a three-word
+  query; the same hits on all 400 queries). FTS5 scores every match (~1 µs each, no top-k
   pruning), so a query matching more than 3,000 entries now ranks only the entries with its words
   in their title (unless fewer than the limit have them), and the any-word fallback leaves out
   words found in more than a tenth of all entries when other words remain. Counting matches (to
