@@ -243,6 +243,8 @@ def edit_entry(
     updates = dict(meta or {})
     if title is not None:
         updates["title"] = check_title(title)
+    if body is not None and not body.strip():
+        raise SentientError("body: an entry needs some text (what there is to remember); to remove it, forget it")
     document = workspace.vault.update(
         "memory", check_id(key, "memory id"), updates, None if body is None else _body(body),
         expected_revision=expected_revision,

@@ -76,6 +76,11 @@ class EntryEdit(BaseModel):
     def one_line(cls, title: str | None) -> str | None:
         return None if title is None else _one_line(title)
 
+    @field_validator("body")
+    @classmethod
+    def some_text(cls, body: str | None) -> str | None:
+        return None if body is None else NewEntry.some_text(body)
+
 
 def expected_revision(if_match: str | None) -> str | None:
     """The revision an `If-Match` header names; None for none, or for `*` (any revision)."""
