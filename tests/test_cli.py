@@ -10,10 +10,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 
 from sentient import __version__
 from sentient.cli import main
+from tests.agent_support import http_server, refusing_model
 from tests.scripted import Scripted
 
 GIT = shutil.which("git")
@@ -449,33 +448,11 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(make_vault: Callable[[s
     assert result.returncode == 141
 
 
-class _NoModels(BaseHTTPRequestHandler):
-    """A model server that knows no model: each turn fails at once, with no retry."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        body = b'{"error": "model not found"}'
-        self.send_response(404)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def no_models() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoModels)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    """A model server that knows no model: each turn fails at once, with no retry."""
+    with http_server(refusing_model(404, "model not found")) as base:
+        yield base
 
 
 def on_a_terminal(argv: list[str], lines: list[str], prompt: bytes = b"> ", timeout: float = 60) -> bytes:

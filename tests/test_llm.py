@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from sentient.llm.client import (
     ToolCall,
 )
 from sentient.llm.local import EmbeddedServer, default_gguf
+from tests.agent_support import http_server, refusing_model
 from tests.scripted import (
     MODEL,
     NOTHING_QUEUED,
@@ -246,33 +246,11 @@ def test_unreachable_server_names_the_model_and_the_fix() -> None:
     )
 
 
-class _NoSuchModel(BaseHTTPRequestHandler):
-    """Answers like Ollama does for a model that was never pulled."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        body = json.dumps({"error": 'model "qwen3:8b" not found, try pulling it first'}).encode()
-        self.send_response(404)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def ollama_without_models() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoSuchModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    """Answers like Ollama does for a model that was never pulled."""
+    with http_server(refusing_model(404, 'model "qwen3:8b" not found, try pulling it first')) as base:
+        yield base
 
 
 def test_unknown_model_says_how_to_pull_it(ollama_without_models: str) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from sentient.errors import NotFound
 from sentient.memory import create_entry
 from sentient.tools import build_registry
 from sentient.vault import transcript
-from tests.agent_support import agent_on, configure
+from tests.agent_support import agent_on, configure, http_server
 from tests.scripted import Scripted, call, calls, text
 
 FACT = "Mysuru"  # only memory/ of the basic vault holds it
@@ -339,14 +338,8 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def local_server() -> Iterator[tuple[str, list[str]]]:
     _Recorder.hits = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(_Recorder) as base:
+        yield base, _Recorder.hits
 
 
 def test_after_web_fetch_notify_is_held_and_memory_is_untrusted(
