@@ -68,21 +68,29 @@ def quoted_attribute(text: str) -> str:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Pin:
-    kind: str
-    id: str
+class QuotedText:
+    """Remembered text with a title and a body, as the model is shown them: quoted."""
+
     title: str
     body: str
-    revision: str
 
     @property
     def shown_title(self) -> str:
+        """One line, quoted for an attribute (title="...")."""
         return quoted_attribute(self.title)
 
     @property
     def shown_body(self) -> str:
         return quoted(self.body.strip())
+
+
+@dataclass(frozen=True)
+class Pin(QuotedText):
+    kind: str
+    id: str
+    title: str
+    body: str
+    revision: str
 
 
 @dataclass(frozen=True)

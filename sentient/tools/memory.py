@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
-from sentient.knowledge import quoted, quoted_attribute
+from sentient.knowledge import QuotedText, quoted, quoted_attribute
 from sentient.memory import free_id, unreadable_memory
 from sentient.vault.document import check_id
 from sentient.workspace import Workspace
@@ -29,22 +29,13 @@ WITHHELD_SEARCH = 27
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(QuotedText):
     id: str
     title: str
     body: str
     category: str | None
     untrusted: bool
     source: str | None
-
-    @property
-    def shown_title(self) -> str:
-        """The title as the model sees it: one line, quoted (knowledge.quoted)."""
-        return quoted_attribute(self.title)
-
-    @property
-    def shown_body(self) -> str:
-        return quoted(self.body.strip())
 
 
 def _entry(doc: IndexedDoc) -> Entry:
