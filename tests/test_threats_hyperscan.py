@@ -135,6 +135,13 @@ def test_python_folds_no_other_character_to_an_ascii_letter() -> None:
         (r"(?m)^line$", "one\nline\n"),
         (r"a.b", "a\u00e9b"),
         (r"%7b", "%7b"),
+        # long bounded repeats of one character become repeats of bytes, four to a character
+        (r"send(?:(?!\. )[^\n]){0,100}?the user", "send" + "😀" * 100 + "the user"),
+        (r"a[^<>]{0,300}>", "a" + "é" * 150 + "x" * 150 + ">"),
+        (r"(?i)a[k-m]{5,20}b", "A" + "\u212a" * 20 + "B"),
+        (r"a\w{1,50}b", "a" + "日本" * 25 + "b"),
+        (r"a.{0,9}b", "a" + "\U0001F600" * 9 + "b"),
+        (r"x[\s\S]{0,800}y", "x" + "\n" * 800 + "y"),
     ],
 )
 def test_a_rewrite_matches_wherever_python_does(regex: str, text: str) -> None:
@@ -150,6 +157,20 @@ def test_a_rewrite_matches_wherever_python_does(regex: str, text: str) -> None:
         reported: list[int] = []
         database.scan(data[::-1] if reverse else data, match_event_handler=lambda *event, seen=reported: seen.append(1))
         assert reported, (regex, reverse, source)
+
+
+def test_a_long_bounded_repeat_stays_bounded() -> None:
+    """A repeat of up to 100 characters may span 400 bytes of UTF-8, and no more: a rewrite that
+    dropped the bound would report every "send" before any "the user" in a text."""
+    hyperscan = pytest.importorskip("hyperscan")
+    source = superset(re.compile(r"send[^\n]{0,100}the user"), reverse=True)
+    assert source is not None and "{0,400}" in source
+    database = hyperscan.Database()
+    database.compile(expressions=[source.encode()], flags=hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE)
+    reported: list[int] = []
+    far = ("send " + "x" * 401 + "the user").encode()
+    database.scan(far[::-1], match_event_handler=lambda *event: reported.append(1))
+    assert not reported
 
 
 def test_what_a_rewrite_cannot_say_is_left_to_python() -> None:

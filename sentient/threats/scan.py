@@ -179,6 +179,6 @@ def _visible(char: str) -> str:
 def _excerpt(text: str) -> str:
     """The matched text on one line, invisible characters spelled out, cut to EXCERPT_CHARS."""
     text = " ".join(text.split())
-    if not text.isascii():
+    if not (text.isascii() and text.isprintable()):  # control characters (an escape) are spelled out too
         text = "".join(_visible(char) for char in text)
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"

@@ -36,6 +36,9 @@ _parser: Any = importlib.import_module("re._parser")  # the engine's own parser;
 ODD_CASES = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
 
 MAX_BOUND = 4
+# A longer bounded repeat of one character is kept as a repeat of bytes up to this many (see
+# _byte_repeat); other long repeats become unbounded.
+MAX_BYTES_BOUND = 4000
 LAST = 0x10FFFF
 NON_ASCII = (0x80, LAST)
 _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
@@ -86,6 +89,8 @@ def _item(op: str, value: Any, flags: int, reverse: bool) -> str:
         return "(?:" + _items(list(value), flags, reverse) + ")"
     if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
         low, high, inner = value
+        if MAX_BOUND < high <= MAX_BYTES_BOUND // 4 and (spans := _one_character(list(inner), flags)) is not None:
+            return _byte_repeat(spans, min(low, MAX_BOUND), high)
         bound = "" if high == _parser.MAXREPEAT or high > MAX_BOUND else str(high)
         return "(?:" + _items(list(inner), flags, reverse) + ")" + f"{{{min(low, MAX_BOUND)},{bound}}}"
     if op == "AT":
@@ -93,6 +98,55 @@ def _item(op: str, value: Any, flags: int, reverse: bool) -> str:
     if op in ("ASSERT", "ASSERT_NOT"):
         return ""
     raise Unsupported(op)
+
+
+def _one_character(items: list[tuple[Any, Any]], flags: int) -> Intervals | None:
+    """The characters of a repeated item that is one character (a literal, `.` or a class, maybe
+    with lookarounds, which the rewrite drops), or None for anything longer."""
+    chars = [(str(op), value) for op, value in items if str(op) not in ("ASSERT", "ASSERT_NOT")]
+    if len(chars) != 1:
+        return None
+    op, value = chars[0]
+    caseless = bool(flags & re.IGNORECASE)
+    if op == "LITERAL":
+        return _cased(value) if caseless else [(value, value)]
+    if op == "NOT_LITERAL":
+        return _complement([(value, value)])
+    if op == "ANY":
+        return [(0, LAST)] if flags & re.DOTALL else [(0, 9), (11, LAST)]
+    if op == "IN":
+        negated = bool(value) and str(value[0][0]) == "NEGATE"
+        if negated or any(str(kind) not in ("LITERAL", "RANGE", "CATEGORY") for kind, _ in value):
+            return None  # (a negated class: its spans are worked out by _set, below)
+        found: Intervals = []
+        for kind, member in value:
+            if str(kind) == "LITERAL":
+                found += _cased(member) if caseless else [(member, member)]
+            elif str(kind) == "RANGE":
+                found.append(member)
+                if caseless:
+                    found += [span for code in range(member[0], min(member[1], 0x7F) + 1) for span in _cased(code)]
+                    if member[1] > 0x7F:
+                        found.append(NON_ASCII)
+            else:
+                found += _category(str(member), widen=True)
+        return found
+    return None
+
+
+def _byte_repeat(spans: Intervals, low: int, high: int) -> str:
+    """`high` characters at most of `spans` as a bounded repeat of bytes: a character outside
+    ASCII is two to four bytes of UTF-8, so it may be any byte from 0x80 up, up to four times
+    as many. Hyperscan compiles a repeat of one byte class quickly, unlike a repeat of the
+    alternatives _class gives."""
+    merged = [(max(low_, 1), high_) for low_, high_ in _merge(spans) if high_ >= 1]
+    narrow = [(start, min(end, 0x7F)) for start, end in merged if start <= 0x7F]
+    wide = any(end > 0x7F for _, end in merged)
+    if wide:
+        narrow.append((0x80, 0xFF))
+    if not narrow:
+        raise Unsupported("no character but NUL")
+    return _bytes_class(narrow) + f"{{{low},{high * 4 if wide else high}}}"
 
 
 def _anchor(at: str, flags: int, reverse: bool) -> str:
@@ -195,4 +249,4 @@ def _bytes_class(spans: Intervals) -> str:
 
 def _byte(code: int) -> str:
     char = chr(code)
-    return char if char.isalnum() else f"\\x{code:02x}"
+    return char if char.isascii() and char.isalnum() else f"\\x{code:02x}"
