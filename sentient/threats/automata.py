@@ -31,6 +31,8 @@ _VERSION = "" if hyperscan is None else metadata.version("hyperscan")
 # a wider form that matches at least as much (the scanner only uses what it reports to choose).
 MULTILINE = 0 if hyperscan is None else hyperscan.HS_FLAG_MULTILINE
 PREFILTER = 0 if hyperscan is None else hyperscan.HS_FLAG_PREFILTER
+# Caseless (ASCII letters only): how a case-sensitive expression is run over the lower-cased text.
+CASELESS = 0 if hyperscan is None else hyperscan.HS_FLAG_CASELESS
 
 
 def available() -> bool:
@@ -46,12 +48,13 @@ class Automaton:
         self._local = threading.local()
 
     @classmethod
-    def build(cls, sources: Sequence[bytes], prefilter: bool = True) -> Automaton | None:
-        """The automaton of the expressions, or None without Hyperscan or when it refuses one."""
+    def build(cls, sources: Sequence[bytes], prefilter: bool = True, caseless: Sequence[bool] = ()) -> Automaton | None:
+        """The automaton of the expressions, or None without Hyperscan or when it refuses one.
+        `caseless`: per expression, whether it ignores the case of ASCII letters (none, if empty)."""
         if hyperscan is None:
             return None
         try:
-            return cls(_database(tuple(sources), MULTILINE | (PREFILTER if prefilter else 0)))
+            return cls(_database(tuple(sources), _flags(len(sources), prefilter, caseless)))
         except hyperscan.error:
             return None
 
@@ -69,20 +72,25 @@ class Automaton:
         return found
 
 
-def compiles(sources: Sequence[bytes], prefilter: bool = True) -> bool:
+def compiles(sources: Sequence[bytes], prefilter: bool = True, caseless: Sequence[bool] = ()) -> bool:
     """Whether Hyperscan takes these expressions together (without keeping the result)."""
     try:
         hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
             expressions=list(sources), ids=list(range(len(sources))), elements=len(sources),
-            flags=MULTILINE | (PREFILTER if prefilter else 0),
+            flags=list(_flags(len(sources), prefilter, caseless)),
         )  # fmt: skip
     except hyperscan.error:
         return False
     return True
 
 
+def _flags(count: int, prefilter: bool, caseless: Sequence[bool]) -> tuple[int, ...]:
+    base = MULTILINE | (PREFILTER if prefilter else 0)
+    return tuple(base | (CASELESS if caseless and caseless[number] else 0) for number in range(count))
+
+
 @lru_cache(maxsize=16)
-def _database(sources: tuple[bytes, ...], flags: int) -> Any:
+def _database(sources: tuple[bytes, ...], flags: tuple[int, ...]) -> Any:
     """One compiled database, reporting every match. Cached in the process, and on disk (see
     `_cache_file`)."""
     cached = _cache_file(sources, flags)
@@ -92,13 +100,13 @@ def _database(sources: tuple[bytes, ...], flags: int) -> Any:
         except (OSError, hyperscan.error):  # none yet, or made elsewhere (another CPU): compile again
             pass
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=list(sources), ids=list(range(len(sources))), elements=len(sources), flags=flags)
+    database.compile(expressions=list(sources), ids=list(range(len(sources))), elements=len(sources), flags=list(flags))
     if cached is not None:
         _store(cached, hyperscan.dumpb(database))
     return database
 
 
-def _cache_file(sources: tuple[bytes, ...], flags: int) -> Path | None:
+def _cache_file(sources: tuple[bytes, ...], flags: tuple[int, ...]) -> Path | None:
     """Where the compiled database of these expressions is kept: the user's cache folder
     ($XDG_CACHE_HOME or ~/.cache, then sentient/hyperscan/), named by a hash of the expressions,
     the flags, the Hyperscan version and the machine. None when there is no home to put it in."""
@@ -106,7 +114,7 @@ def _cache_file(sources: tuple[bytes, ...], flags: int) -> Path | None:
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     except RuntimeError:  # no home directory
         return None
-    digest = hashlib.sha256(f"{_VERSION}|{flags}|{platform.machine()}".encode())
+    digest = hashlib.sha256(f"{_VERSION}|{','.join(map(str, flags))}|{platform.machine()}".encode())
     for source in sources:
         digest.update(len(source).to_bytes(4, "big") + source)
     return root / "sentient" / "hyperscan" / f"{digest.hexdigest()[:32]}.db"

@@ -70,6 +70,8 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         return [scan(text, patterns) for text in texts]
     raw = unescape(joined)
     lines, hidden_at, cased = clean(raw)
+    if cased:  # an entity spelled a letter whose lower case differs outside ASCII: see Prefilter.starts
+        return [scan(text, patterns) for text in texts]
     lines = join_spaced(lines)
     plain = strip_markup(lines)
     views = Normalised.of_views(joined, raw, lines, plain, hidden_at, cased)

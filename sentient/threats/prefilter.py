@@ -8,8 +8,8 @@ as fast for 150 expressions as for one. So:
 
 - each expression is rewritten as a superset (supersets.py): it matches wherever Python's engine
   would, and perhaps in a few more places;
-- per view (as lower-cased or as written), the rewrites go into one database, compiled once per
-  set of expressions and shared by equal sets;
+- per view, the rewrites go into one database, compiled once per set of expressions and shared
+  by equal sets; it runs over the lower-cased view, case-sensitive rewrites ignoring case there;
 - a scan asks where matches of each expression may start (`starts`): the rewrites run
   backwards over the reversed text, and every match Hyperscan reports there ends where a match
   may start here;
@@ -48,33 +48,46 @@ class Prefiltered(Protocol):
 
 class Prefilter:
     """Hyperscan databases for the expressions of a pattern set, one per subject (a view as
-    lower-cased or as written). Safe to share between threads."""
+    lower-cased). Safe to share between threads."""
 
     def __init__(self, patterns: Sequence[Prefiltered]) -> None:
-        by_subject: dict[Subject, list[tuple[Key, bytes]]] = {}
+        by_subject: dict[Subject, list[tuple[Key, bytes, bool]]] = {}
         python_only: set[int] = set()
         for number, pattern in enumerate(patterns):
             for index, regex in enumerate(pattern.regexes):
                 backward = superset(regex, reverse=True) if pattern.view != "raw" else None
                 if backward is None:
                     python_only.add(number)
-                else:
-                    by_subject.setdefault((pattern.view, pattern.case_sensitive), []).append(
-                        ((number, index), backward.encode())
+                else:  # a case-sensitive one too runs over the lower-cased view, ignoring case
+                    by_subject.setdefault((pattern.view, False), []).append(
+                        ((number, index), backward.encode(), pattern.case_sensitive)
                     )
         self._keys: dict[Subject, tuple[Key, ...]] = {}
         self._automata: dict[Subject, Automaton] = {}
+        as_written: set[Key] = set()
         for subject, items in by_subject.items():
-            automaton = Automaton.build([source for _, source in items])
+            automaton = _build(items)
             if automaton is None:  # find what Hyperscan will not take
-                items = [item for item in items if compiles([item[1]])]
-                automaton = Automaton.build([source for _, source in items]) if items else None
-            taken = {key for key, _ in items} if automaton is not None else set()
-            python_only.update(key[0] for key, _ in by_subject[subject] if key not in taken)
+                items = [item for item in items if compiles([item[1]], caseless=[item[2]])]
+                automaton = _build(items) if items else None
+            taken = {key for key, _, _ in items} if automaton is not None else set()
+            python_only.update(key[0] for key, _, _ in by_subject[subject] if key not in taken)
             if automaton is not None:
-                self._keys[subject], self._automata[subject] = tuple(key for key, _ in items), automaton
+                self._keys[subject], self._automata[subject] = tuple(key for key, _, _ in items), automaton
+                as_written.update(key for key, _, cased in items if cased)
         self.python_only = frozenset(python_only)
         self.python_only_raw = all(patterns[number].view == "raw" for number in python_only)
+        # Case-sensitive expressions run ignoring case over the lower-cased view, which finds every
+        # place they may match the view as written, at the same offsets, as long as lower-casing
+        # changed ASCII letters only. For a text where it changed others, they run again over the
+        # view as written, from a database of their own.
+        self._as_written = frozenset(as_written)
+        self._written: dict[Subject, tuple[tuple[Key, ...], Automaton]] = {}
+        for (view, _), items in by_subject.items():
+            cased = [(key, source, False) for key, source, case_sensitive in items if key in as_written]
+            automaton = _build(cased) if cased else None
+            if automaton is not None:
+                self._written[(view, True)] = (tuple(key for key, _, _ in cased), automaton)
 
     @property
     def subjects(self) -> tuple[Subject, ...]:
@@ -89,23 +102,42 @@ class Prefilter:
         offsets in its subject, ascending; None: anywhere): no match of it starts elsewhere."""
         found: dict[Key, list[int] | None] = {}
         for subject, keys in self._keys.items():
-            data = text.encoded(*subject)
-            if data is None or b"\x00" in data:  # no UTF-8 (a lone surrogate), or a NUL: anywhere
-                found.update(dict.fromkeys(keys))
-                continue
-            for number, offsets in self.start_bytes(subject, data).items():
-                found[keys[number]] = characters(data, offsets)
+            self._starts(text, subject, keys, self._automata[subject], found)
+        if text.cased:  # lower-casing changed letters outside ASCII: case-sensitive ones on the view as written
+            for key in self._as_written:
+                found.pop(key, None)
+            for subject, (keys, automaton) in self._written.items():
+                self._starts(text, subject, keys, automaton, found)
         return found
+
+    @staticmethod
+    def _starts(text: Normalised, subject: Subject, keys: tuple[Key, ...], automaton: Automaton,
+                found: dict[Key, list[int] | None]) -> None:  # fmt: skip
+        data = text.encoded(*subject)
+        if data is None or b"\x00" in data:  # no UTF-8 (a lone surrogate), or a NUL: anywhere
+            found.update(dict.fromkeys(keys))
+            return
+        for number, offsets in _start_bytes(automaton, data).items():
+            found[keys[number]] = characters(data, offsets)
 
     def start_bytes(self, subject: Subject, data: bytes) -> dict[int, list[int]]:
         """Where matches may start in `data` (UTF-8 of the subject), by the number of the
         expression in the subject's database, as ascending byte offsets."""
-        size = len(data)
-        found = self._automata[subject].ends(data[::-1])
-        for offsets in found.values():
-            offsets.reverse()
-            offsets[:] = [size - end for end in offsets]
-        return found
+        return _start_bytes(self._automata[subject], data)
+
+
+def _start_bytes(automaton: Automaton, data: bytes) -> dict[int, list[int]]:
+    """Where matches of the automaton's (reversed) expressions may start in `data`, by expression."""
+    size = len(data)
+    found = automaton.ends(data[::-1])
+    for offsets in found.values():
+        offsets.reverse()
+        offsets[:] = [size - end for end in offsets]
+    return found
+
+
+def _build(items: Sequence[tuple[Key, bytes, bool]]) -> Automaton | None:
+    return Automaton.build([source for _, source, _ in items], caseless=[cased for _, _, cased in items])
 
 
 def load(patterns: Sequence[Prefiltered]) -> Prefilter | None:
