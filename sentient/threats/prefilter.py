@@ -143,4 +143,3 @@ def _build(items: Sequence[tuple[Key, bytes, bool]]) -> Automaton | None:
 def load(patterns: Sequence[Prefiltered]) -> Prefilter | None:
     """The prefilter for a set, or None without Hyperscan."""
     return Prefilter(patterns) if available() else None
-
