@@ -24,11 +24,12 @@ Without the `hyperscan` package, `load()` gives None and everything is scanned i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Protocol
 
 from sentient.threats.automata import Automaton, available, compiles
 from sentient.threats.normalisation import characters
-from sentient.threats.supersets import superset
+from sentient.threats.supersets import names_non_ascii, superset
 from sentient.threats.views import Normalised
 
 Key = tuple[int, int]  # (pattern number, expression number)
@@ -77,11 +78,16 @@ class Prefilter:
                 as_written.update(key for key, _, cased in items if cased)
         self.python_only = frozenset(python_only)
         self.python_only_raw = all(patterns[number].view == "raw" for number in python_only)
-        # Case-sensitive expressions run ignoring case over the lower-cased view, which finds every
-        # place they may match the view as written, at the same offsets, as long as lower-casing
-        # changed ASCII letters only. For a text where it changed others, they run again over the
-        # view as written, from a database of their own.
+        # Case-sensitive expressions run ignoring case over the lower-cased view. That finds every
+        # place they may match the view as written, at the same offsets, when lower-casing changed
+        # ASCII letters only, or also letters outside ASCII each into one other letter outside
+        # ASCII (which the rewrites match as any such letter) in a text, for an expression that
+        # names no character outside ASCII. Otherwise they run again over the view as written,
+        # from a database of their own (see `starts`).
         self._as_written = frozenset(as_written)
+        self._naming = frozenset(  # those that name a character outside ASCII
+            (number, index) for number, index in as_written if names_non_ascii(patterns[number].regexes[index])
+        )
         self._written: dict[Subject, tuple[tuple[Key, ...], Automaton]] = {}
         for (view, _), items in by_subject.items():
             cased = [(key, source, False) for key, source, case_sensitive in items if key in as_written]
@@ -103,11 +109,16 @@ class Prefilter:
         found: dict[Key, list[int] | None] = {}
         for subject, keys in self._keys.items():
             self._starts(text, subject, keys, self._automata[subject], found)
-        if text.cased:  # lower-casing changed letters outside ASCII: case-sensitive ones on the view as written
-            for key in self._as_written:
-                found.pop(key, None)
-            for subject, (keys, automaton) in self._written.items():
-                self._starts(text, subject, keys, automaton, found)
+        if text.cased:  # lower-casing changed letters outside ASCII: some case-sensitive ones on the view as written
+            again = self._naming if _one_for_one(text.cased) else self._as_written
+            if again:
+                written: dict[Key, list[int] | None] = {}
+                for subject, (keys, automaton) in self._written.items():
+                    self._starts(text, subject, keys, automaton, written)
+                for key in again:
+                    found.pop(key, None)
+                    if key in written:
+                        found[key] = written[key]
         return found
 
     @staticmethod
@@ -134,6 +145,13 @@ def _start_bytes(automaton: Automaton, data: bytes) -> dict[int, list[int]]:
         offsets.reverse()
         offsets[:] = [size - end for end in offsets]
     return found
+
+
+@lru_cache(maxsize=256)
+def _one_for_one(cased: frozenset[str]) -> bool:
+    """Lower-casing makes each of these letters one letter outside ASCII (not İ, which becomes
+    two characters, nor the Kelvin sign, which becomes an ASCII k)."""
+    return all(len(low := char.lower()) == 1 and not low.isascii() for char in cased)
 
 
 def _build(items: Sequence[tuple[Key, bytes, bool]]) -> Automaton | None:

@@ -65,6 +65,45 @@ def superset(regex: re.Pattern[str], reverse: bool = False) -> str | None:
         return None
 
 
+def names_non_ascii(regex: re.Pattern[str]) -> bool:
+    """Whether the expression names a character outside ASCII (as a literal, in a class or a
+    range); True when it cannot be parsed."""
+    try:
+        return _names_non_ascii(list(_parser.parse(regex.pattern, regex.flags)))
+    except (re.error, RecursionError):
+        return True
+
+
+def _names_non_ascii(items: list[tuple[Any, Any]]) -> bool:
+    for op, value in items:
+        name = str(op)
+        if name in ("LITERAL", "NOT_LITERAL"):
+            if value > 0x7F:
+                return True
+        elif name == "IN":
+            for kind, member in value:
+                if (str(kind) == "LITERAL" and member > 0x7F) or (str(kind) == "RANGE" and member[1] > 0x7F):
+                    return True
+        elif name == "BRANCH":
+            if any(_names_non_ascii(list(alternative)) for alternative in value[1]):
+                return True
+        elif name == "SUBPATTERN":
+            if _names_non_ascii(list(value[3])):
+                return True
+        elif name == "ATOMIC_GROUP":
+            if _names_non_ascii(list(value)):
+                return True
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            if _names_non_ascii(list(value[2])):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _names_non_ascii(list(value[1])):
+                return True
+        elif name not in ("ANY", "AT", "CATEGORY", "GROUPREF", "GROUPREF_EXISTS"):
+            return True
+    return False
+
+
 def _items(items: list[tuple[Any, Any]], flags: int, reverse: bool) -> str:
     parts = [_item(str(op), value, flags, reverse) for op, value in items]
     return "".join(reversed(parts) if reverse else parts)
