@@ -247,3 +247,13 @@ def test_hyperscan_finds_the_runs_and_spaced_letters_python_finds(text: str) -> 
     assert normalisation._runs(text) == [run.span() for run in re.finditer("[^\x00-\x7f]+", text)]
     joined = SPACED_AS_WRITTEN.sub(lambda match: re.sub(r"[ .*-]", "", match.group()), text)
     assert normalisation.join_spaced(text) == joined
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab \né€😀\u0301ж\udcff"), st.data())
+def test_byte_offsets_become_the_character_offsets_they_start(text: str, data: st.DataObject) -> None:
+    encoded = text.encode("utf-8", "surrogatepass")
+    offsets = sorted(data.draw(st.sets(st.integers(0, len(encoded)))))
+    starts = {len(text[:at].encode("utf-8", "surrogatepass")): at for at in range(len(text) + 1)}
+    assert normalisation.characters(encoded, offsets) == [starts[offset] for offset in offsets if offset in starts]
+
