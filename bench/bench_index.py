@@ -39,6 +39,8 @@ from typing import Any
 from gen_vault import Writer, generate
 
 from sentient.index import Index
+from sentient.index.batch import _Batch
+from sentient.index.schema import _COLUMNS, BATCH
 from sentient.threats import PatternSet, ThreatJudge
 from sentient.vault.store import Vault
 
@@ -173,7 +175,40 @@ def phase_judged(root: Path) -> dict[str, Any]:
     return {"cold_judged": report.elapsed}
 
 
-PHASES = {"floors": phase_floors, "cold": phase_cold, "judged": phase_judged, "warm": phase_warm}
+def phase_sqlite(root: Path) -> dict[str, Any]:
+    """SQLite's share of a cold index alone: the rows the last cold index stored, written again
+    into an empty index by the index's own statements, in its batches, with nothing read from
+    the vault. No cold index can be quicker than this (the files still have to be read)."""
+    with sqlite3.connect(root / ".sentient" / "index.sqlite") as source:
+        rows = source.execute(f"SELECT {', '.join(_COLUMNS)} FROM documents ORDER BY id").fetchall()
+    target = root / ".sentient" / "sqlite-alone.sqlite"
+    times = []
+    for _ in range(3 if len(rows) < 50_000 else 1):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        start = time.perf_counter()
+        conn = sqlite3.connect(target, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")  # as the index's writer (reader.py)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        Index._create(conn)
+        conn.execute("COMMIT")
+        batch = _Batch()
+        for number in range(0, len(rows), BATCH):
+            batch.documents.update((row[0], row) for row in rows[number : number + BATCH])
+            conn.execute("BEGIN IMMEDIATE")
+            batch.flush(conn)
+            conn.execute("COMMIT")
+        conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
+        conn.close()
+        times.append(time.perf_counter() - start)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    return {"sqlite_alone": statistics.median(times), "sqlite_rows": len(rows)}
+
+
+PHASES = {"floors": phase_floors, "cold": phase_cold, "judged": phase_judged, "warm": phase_warm,
+          "sqlite": phase_sqlite}
 
 
 # --- driver --------------------------------------------------------------------------------
@@ -196,6 +231,7 @@ def measure(size: int, out: Path) -> dict[str, Any]:
     colds = [run_phase("cold", root) for _ in range(1 if size >= 100_000 else 3)]
     result.update(colds[0], cold=statistics.median(c["cold"] for c in colds),
                   rss_cold=max(c["rss"] for c in colds))
+    result.update(run_phase("sqlite", root))  # from the rows the cold index just stored
     result.update(run_phase("judged", root))
     result.update(run_phase("warm", root))
     result["rss_warm"] = result.pop("rss")
@@ -226,13 +262,16 @@ def table(results: list[dict[str, Any]]) -> str:
         )
     lines += ["", "Where the time goes, per file (µs):", "",
               "| entries | stat floor | `Vault.walk_folders` | no-change sync | read+hash floor | `Vault.read` (parse) "
-              "| cold index | cold index with threat judge |", "|" + "---|" * 8]
+              "| SQLite alone | cold index | cold index with threat judge |", "|" + "---|" * 9]
     for r in results:
         per = {key: r[key] / r["files"] * 1e6 for key in ("stat_floor", "walk", "nochange", "read_floor",
-                                                          "vault_read", "cold", "cold_judged")}
+                                                          "vault_read", "sqlite_alone", "cold", "cold_judged")}
         lines.append(f"| {r['size']:,} | {per['stat_floor']:.1f} | {per['walk']:.1f} | {per['nochange']:.1f} "
-                     f"| {per['read_floor']:.1f} | {per['vault_read']:.0f} | {per['cold']:.0f} "
-                     f"| {per['cold_judged']:.0f} |")
+                     f"| {per['read_floor']:.1f} | {per['vault_read']:.0f} | {per['sqlite_alone']:.0f} "
+                     f"| {per['cold']:.0f} | {per['cold_judged']:.0f} |")
+    lines += ["", "SQLite alone (writing the rows of the cold index again, nothing read from the vault) is "
+              + ", ".join(f"{r['sqlite_alone'] / r['read_floor']:.1f}× the read+hash floor at {r['size']:,} entries"
+                          for r in results) + "."]
     return "\n".join(lines)
 
 
@@ -258,21 +297,26 @@ the read+hash floor; no-change sync 7.4× / 9.1× / 8.5× the stat floor; update
 
 WHY = """Why, measured with cProfile and by timing each stage alone (second table):
 
-- **Cold index: missed, and out of reach in this design.** Frontmatter parsing went from
-  0.6-1 ms a file (PyYAML's pure-Python loader) to ~10 µs: the frontmatter the app writes is read
-  by a small exact reader, anything else by libyaml (PyYAML where the two differ); both are
-  checked against PyYAML on every fixture and on generated text. FTS5 is now fed rows in rowid
-  order (it writes out a segment whenever a rowid goes down: that alone was 5× slower). What is
-  left, a file at a time (CPU, 10k): SQLite ~50 µs (the row ~12, FTS5 tokenising ~25, commit ~5,
-  the final merge ~8), that is 3-4× the read+hash floor by itself; reading and parsing in Python
-  ~40-50 µs (open, two sha256, frontmatter, typed fields, the Document and its Path); the row
-  ~8 µs. Getting near 3× would take FTS5 out of the cold path (or a compiled reader). Tried on
-  2026-12-01 and dropped: writing each batch on a second thread while the next is read (SQLite
-  lets go of the GIL) gained nothing, since the row inserts hand the GIL back and forth with the
-  reader and slowed both (10k: 1.30 s before, 1.33 s after, medians of 5 side by side); one
-  INSERT ... SELECT from json_each per batch re-parses the row for each column and was slower
-  still. Reading in two processes measured 1.4× faster for the reading alone on this 2-core
-  machine, which bounds the whole at about 2× (5-8× the floor), not 3×.
+- **Cold index: missed, and out of reach with SQLite FTS5 on this machine.** The "SQLite alone"
+  column writes the rows the cold index just stored into an empty index again, with the index's
+  own statements and batches and nothing read from the vault: no cold index can be quicker, as
+  its files must still be read. At 100,000 entries it is 5× the read+hash floor by itself (the
+  line under the second table; SQLite's cost a row grows with the index, 50-70 µs), above the 3×
+  target before a single file is read; at 1,000-10,000 entries it is about 3×, and reading and
+  parsing in Python (5-7× the floor) would have to run wholly beside it on the other core and
+  take half its time to get there. Measured beside it on
+  2026-12-01 (rows of the 100k vault, medians of 3): the plain rows without FTS5 1.9× the floor;
+  journaling and syncing off (no WAL, which readers need, so not an option) 3.1-4.1×;
+  `detail=column` 4.4×; no porter stemmer 4.2×; WAL with synchronous off 4.9×. Frontmatter
+  parsing went from 0.6-1 ms a file (PyYAML's pure-Python loader) to ~10 µs: the frontmatter the
+  app writes is read by a small exact reader, anything else by libyaml (PyYAML where the two
+  differ). FTS5 is fed rows in rowid order (it writes out a segment whenever a rowid goes down:
+  that alone was 5× slower). Reading and parsing in Python is ~40-80 µs a file (open, two
+  sha256, frontmatter, typed fields, the Document and its Path). Tried and dropped on
+  2026-12-01: writing each batch on a second thread while the next is read gained nothing (the
+  row inserts hand the GIL back and forth with the reader: 10k, 1.30 s before, 1.33 s after); one
+  INSERT ... SELECT from json_each per batch was slower; reading in two processes was 1.4× faster
+  for the reading alone, which bounds the whole at about 2× faster (5-8× the floor).
 - **The threat judge** the app indexes with (last column) adds 60-180 µs a file: the sync judges
   500 files at a time with `scan_many` (issue 3; see the Threats section). Once the index holds a
   file's judgment, any later process takes a clean one from it as a cache lookup.
