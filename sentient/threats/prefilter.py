@@ -76,8 +76,6 @@ class Prefilter:
             if automaton is not None:
                 self._keys[subject], self._automata[subject] = tuple(key for key, _, _ in items), automaton
                 as_written.update(key for key, _, cased in items if cased)
-        self.python_only = frozenset(python_only)
-        self.python_only_raw = all(patterns[number].view == "raw" for number in python_only)
         # Case-sensitive expressions run ignoring case over the lower-cased view. That finds every
         # place they may match the view as written, at the same offsets, when lower-casing changed
         # ASCII letters only, or also letters outside ASCII each into one other letter outside
@@ -94,6 +92,10 @@ class Prefilter:
             automaton = _build(cased) if cased else None
             if automaton is not None:
                 self._written[(view, True)] = (tuple(key for key, _, _ in cased), automaton)
+            else:  # Hyperscan will not take them as written: Python runs them (every time)
+                python_only.update(number for (number, _), _, _ in cased)
+        self.python_only = frozenset(python_only)
+        self.python_only_raw = all(patterns[number].view == "raw" for number in python_only)
 
     @property
     def subjects(self) -> tuple[Subject, ...]:

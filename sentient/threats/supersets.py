@@ -174,23 +174,8 @@ def _one_character(items: list[tuple[Any, Any]], flags: int) -> Intervals | None
         return _complement([(value, value)])
     if op == "ANY":
         return [(0, LAST)] if flags & re.DOTALL else [(0, 9), (11, LAST)]
-    if op == "IN":
-        negated = bool(value) and str(value[0][0]) == "NEGATE"
-        if negated or any(str(kind) not in ("LITERAL", "RANGE", "CATEGORY") for kind, _ in value):
-            return None  # (a negated class: its spans are worked out by _set, below)
-        found: Intervals = []
-        for kind, member in value:
-            if str(kind) == "LITERAL":
-                found += _cased(member) if caseless else [(member, member)]
-            elif str(kind) == "RANGE":
-                found.append(member)
-                if caseless:
-                    found += [span for code in range(member[0], min(member[1], 0x7F) + 1) for span in _cased(code)]
-                    if member[1] > 0x7F:
-                        found.append(NON_ASCII)
-            else:
-                found += _category(str(member), widen=True)
-        return found
+    if op == "IN" and not (value and str(value[0][0]) == "NEGATE"):
+        return _set_spans(value, caseless)  # a negated class takes the general way (unbounded)
     return None
 
 
@@ -219,6 +204,11 @@ def _anchor(at: str, flags: int, reverse: bool) -> str:
 
 def _set(members: list[tuple[Any, Any]], caseless: bool, reverse: bool) -> str:
     """A character class: widened when positive, its excluded characters narrowed when negated."""
+    return _class(_set_spans(members, caseless), reverse)
+
+
+def _set_spans(members: list[tuple[Any, Any]], caseless: bool) -> Intervals:
+    """The characters of a class, widened when positive, its excluded ones narrowed when negated."""
     negated = bool(members) and str(members[0][0]) == "NEGATE"
     found: Intervals = []
     for kind, value in members[1:] if negated else members:
@@ -226,17 +216,25 @@ def _set(members: list[tuple[Any, Any]], caseless: bool, reverse: bool) -> str:
         if name == "LITERAL":
             found += _cased(value) if caseless and not negated else [(value, value)]
         elif name == "RANGE":
-            low, high = value
-            found.append((low, high))
-            if caseless and not negated:
-                found += [span for code in range(low, min(high, 0x7F) + 1) for span in _cased(code)]
-                if high > 0x7F:
-                    found.append(NON_ASCII)
+            found += _cased_range(*value) if caseless and not negated else [value]
         elif name == "CATEGORY":
             found += _category(str(value), widen=not negated)
         else:
             raise Unsupported(name)
-    return _class(_complement(found) if negated else found, reverse)
+    return _complement(found) if negated else found
+
+
+def _cased_range(low: int, high: int) -> Intervals:
+    """The characters Python's engine takes for a range when ignoring case: the range, the other
+    cases of its ASCII letters (with ODD_CASES), and for a range beyond ASCII any character
+    outside ASCII, and the ASCII letters its ODD_CASES fold to (İ and ı to i, K to k, ſ to s)."""
+    found = [(low, high)] + [span for code in range(low, min(high, 0x7F) + 1) for span in _cased(code)]
+    if high > 0x7F:
+        found.append(NON_ASCII)
+        for letter, odd in ODD_CASES.items():
+            if any(low <= ord(char) <= high for char in odd):
+                found += [(ord(letter), ord(letter)), (ord(letter.upper()), ord(letter.upper()))]
+    return found
 
 
 def _category(name: str, widen: bool) -> Intervals:
