@@ -335,37 +335,18 @@ def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
 
 
 def characters(data: bytes, offsets: list[int]) -> list[int]:
-    """Byte offsets in UTF-8 `data` (ascending) as character offsets; those inside a character
-    are dropped. The characters between two offsets are counted by decoding them (in C, and
-    quickest for the mostly ASCII text between)."""
+    """Byte offsets in `data` (the UTF-8 of a text, ascending) as character offsets; those
+    inside a character are dropped. The characters between two offsets are counted by decoding
+    them (in C, and quickest for the mostly ASCII text between)."""
     if data.isascii():
         return offsets
     found: list[int] = []
     before, counted = 0, 0  # counted: the characters of data[:before]
     size = len(data)
-    try:
-        for offset in offsets:
-            if offset < size and 0x80 <= data[offset] < 0xC0:
-                continue
-            counted += len(data[before:offset].decode("utf-8", "surrogatepass"))
-            before = offset
-            found.append(counted)
-    except UnicodeDecodeError:  # not from str.encode(): count lead bytes instead
-        return _characters_by_marks(data, offsets)
-    return found
-
-
-def _characters_by_marks(data: bytes, offsets: list[int]) -> list[int]:
-    marks = data.translate(_CONTINUATION_MARKS)
-    found: list[int] = []
-    before, counted = 0, 0
     for offset in offsets:
-        if offset < len(data) and marks[offset]:
+        if offset < size and 0x80 <= data[offset] < 0xC0:
             continue
-        counted += marks.count(1, before, offset)
+        counted += len(data[before:offset].decode("utf-8", "surrogatepass"))
         before = offset
-        found.append(offset - counted)
+        found.append(counted)
     return found
-
-
-_CONTINUATION_MARKS = bytes(1 if 0x80 <= byte < 0xC0 else 0 for byte in range(256))

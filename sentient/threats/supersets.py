@@ -131,15 +131,9 @@ def _items(items: list[tuple[Any, Any]], flags: int, reverse: bool) -> str:
 
 
 def _item(op: str, value: Any, flags: int, reverse: bool) -> str:
-    caseless = bool(flags & re.IGNORECASE)
-    if op == "LITERAL":
-        return _class(_cased(value) if caseless else [(value, value)], reverse)
-    if op == "NOT_LITERAL":
-        return _class(_complement([(value, value)]), reverse)
-    if op == "ANY":
-        return _class([(0, LAST)] if flags & re.DOTALL else [(0, 9), (11, LAST)], reverse)
-    if op == "IN":
-        return _set(value, caseless, reverse)
+    spans = _spans(op, value, flags)
+    if spans is not None:
+        return _class(spans, reverse)
     if op == "BRANCH":
         return "(?:" + "|".join(_items(list(alternative), flags, reverse) for alternative in value[1]) + ")"
     if op == "SUBPATTERN":
@@ -160,13 +154,8 @@ def _item(op: str, value: Any, flags: int, reverse: bool) -> str:
     raise Unsupported(op)
 
 
-def _one_character(items: list[tuple[Any, Any]], flags: int) -> Intervals | None:
-    """The characters of a repeated item that is one character (a literal, `.` or a class, maybe
-    with lookarounds, which the rewrite drops), or None for anything longer."""
-    chars = [(str(op), value) for op, value in items if str(op) not in ("ASSERT", "ASSERT_NOT")]
-    if len(chars) != 1:
-        return None
-    op, value = chars[0]
+def _spans(op: str, value: Any, flags: int) -> Intervals | None:
+    """The characters one item matches (a literal, `.` or a class), or None for any other item."""
     caseless = bool(flags & re.IGNORECASE)
     if op == "LITERAL":
         return _cased(value) if caseless else [(value, value)]
@@ -174,9 +163,22 @@ def _one_character(items: list[tuple[Any, Any]], flags: int) -> Intervals | None
         return _complement([(value, value)])
     if op == "ANY":
         return [(0, LAST)] if flags & re.DOTALL else [(0, 9), (11, LAST)]
-    if op == "IN" and not (value and str(value[0][0]) == "NEGATE"):
-        return _set_spans(value, caseless)  # a negated class takes the general way (unbounded)
+    if op == "IN":
+        return _set_spans(value, caseless)
     return None
+
+
+def _one_character(items: list[tuple[Any, Any]], flags: int) -> Intervals | None:
+    """The characters of a repeated item that is one character (a literal, `.` or a positive
+    class, maybe with lookarounds, which the rewrite drops), or None for anything else (a
+    negated class too: its repeat takes the general way)."""
+    chars = [(str(op), value) for op, value in items if str(op) not in ("ASSERT", "ASSERT_NOT")]
+    if len(chars) != 1:
+        return None
+    op, value = chars[0]
+    if op == "IN" and value and str(value[0][0]) == "NEGATE":
+        return None
+    return _spans(op, value, flags)
 
 
 def _byte_repeat(spans: Intervals, low: int, high: int) -> str:
@@ -200,11 +202,6 @@ def _anchor(at: str, flags: int, reverse: bool) -> str:
     if flags & re.MULTILINE and at in ("AT_BEGINNING", "AT_END"):
         return "$" if (at == "AT_BEGINNING") == reverse else "^"
     return ""
-
-
-def _set(members: list[tuple[Any, Any]], caseless: bool, reverse: bool) -> str:
-    """A character class: widened when positive, its excluded characters narrowed when negated."""
-    return _class(_set_spans(members, caseless), reverse)
 
 
 def _set_spans(members: list[tuple[Any, Any]], caseless: bool) -> Intervals:
