@@ -286,3 +286,11 @@ def test_byte_offsets_become_the_character_offsets_they_start(text: str, data: s
     offsets = sorted(data.draw(st.sets(st.integers(0, len(encoded)))))
     starts = {len(text[:at].encode("utf-8", "surrogatepass")): at for at in range(len(text) + 1)}
     assert normalisation.characters(encoded, offsets) == [starts[offset] for offset in offsets if offset in starts]
+    expected = {offset: starts[offset] for offset in offsets if offset in starts}
+    assert normalisation.character_offsets(encoded, offsets) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x1fa\xa0\u3000é😀\udcff"))
+def test_collapse_is_splitting_at_whitespace_and_joining_by_one_space(text: str) -> None:
+    assert normalisation.collapse(text) == " ".join(text.split())

@@ -309,8 +309,11 @@ def _unemphasise(text: str) -> str:
 
 
 def collapse(plain: str) -> str:
-    """The flat view: every run of whitespace one space, none at the ends."""
-    return " ".join(plain.split())
+    """The flat view: every run of whitespace one space, none at the ends. On the UTF-8 bytes
+    when it can be (twice as quick as splitting the text into words and joining them)."""
+    data = _utf8(plain)
+    flat = collapse_bytes(data) if data is not None else None
+    return flat.decode() if flat is not None else " ".join(plain.split())
 
 
 def collapse_bytes(data: bytes) -> bytes | None:
@@ -336,11 +339,17 @@ def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
 
 def characters(data: bytes, offsets: list[int]) -> list[int]:
     """Byte offsets in `data` (the UTF-8 of a text, ascending) as character offsets; those
-    inside a character are dropped. The characters between two offsets are counted by decoding
-    them (in C, and quickest for the mostly ASCII text between)."""
+    inside a character are dropped."""
     if data.isascii():
         return offsets
-    found: list[int] = []
+    return list(character_offsets(data, offsets).values())
+
+
+def character_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
+    """For each byte offset in `data` (the UTF-8 of a text; ascending, each once) that starts a
+    character or ends the text, its character offset. The characters between two offsets are
+    counted by decoding them (in C, and quickest for the mostly ASCII text between)."""
+    found: dict[int, int] = {}
     before, counted = 0, 0  # counted: the characters of data[:before]
     size = len(data)
     for offset in offsets:
@@ -348,5 +357,5 @@ def characters(data: bytes, offsets: list[int]) -> list[int]:
             continue
         counted += len(data[before:offset].decode("utf-8", "surrogatepass"))
         before = offset
-        found.append(counted)
+        found[offset] = counted
     return found

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from sentient.threats.automata import Automaton, available, compiles
-from sentient.threats.normalisation import characters
+from sentient.threats.normalisation import character_offsets
 from sentient.threats.supersets import names_non_ascii, superset
 from sentient.threats.views import Normalised
 
@@ -130,8 +130,13 @@ class Prefilter:
         if data is None or b"\x00" in data:  # no UTF-8 (a lone surrogate), or a NUL: anywhere
             found.update(dict.fromkeys(keys))
             return
-        for number, offsets in _start_bytes(automaton, data).items():
-            found[keys[number]] = characters(data, offsets)
+        reported = _start_bytes(automaton, data)
+        if data.isascii():
+            found.update((keys[number], offsets) for number, offsets in reported.items())
+            return
+        at = character_offsets(data, sorted({offset for offsets in reported.values() for offset in offsets}))
+        for number, offsets in reported.items():  # one count of characters for every expression
+            found[keys[number]] = [at[offset] for offset in offsets if offset in at]
 
     def start_bytes(self, subject: Subject, data: bytes) -> dict[int, list[int]]:
         """Where matches may start in `data` (UTF-8 of the subject), by the number of the
