@@ -15,6 +15,7 @@ and again when it is read. This package is the judging, and nothing else:
 - prefilter.py    Hyperscan's databases: where matches of which expressions may start
 - scan.py         `scan(text, patterns)`: the findings. Pure: no I/O, no state
 - batch.py        `scan_many(texts, patterns)`: the same for many texts at once, joined
+- parallel.py     helper processes that scan parts of a big batch beside this one
 - judge.py        `ThreatJudge`: judgments cached by (content revision, pattern-set
                   fingerprint), so judging an unchanged entry on every read is a lookup
 

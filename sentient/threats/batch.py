@@ -23,6 +23,7 @@ import bisect
 from collections.abc import Sequence
 from itertools import accumulate
 
+from sentient.threats import parallel
 from sentient.threats.normalisation import SEPARATOR, characters, clean, join_spaced, strip_markup, unescape
 from sentient.threats.patterns import PatternSet
 from sentient.threats.prefilter import Prefilter, Subject
@@ -35,8 +36,17 @@ JOINED_CHARS = 4_000_000  # texts are joined in batches of about this many chara
 Plans = dict[int, Plan]  # by text number
 
 
-def scan_many(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
-    """`[scan(text, patterns) for text in texts]`, faster for many texts."""
+def scan_many(texts: Sequence[str], patterns: PatternSet, *, helpers: bool = True) -> list[list[Finding]]:
+    """`[scan(text, patterns) for text in texts]`, faster for many texts. A batch of at least
+    parallel.PARALLEL_FROM characters is scanned by helper processes too (parallel.py), unless `helpers`
+    is False."""
+    if helpers and len(texts) > 1 and sum(map(len, texts)) >= parallel.PARALLEL_FROM:
+        return parallel.scan_parts(texts, patterns, _scan_here)
+    return _scan_here(texts, patterns)
+
+
+def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
+    """`scan_many` in this process."""
     prefilter = patterns.prefilter
     if prefilter is None:
         return [scan(text, patterns) for text in texts]

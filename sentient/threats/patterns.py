@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,11 @@ class PatternSet:
     fingerprint: str
     extra_count: int = 0
     use_hyperscan: bool = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for scan helpers, parallel.py) without what is made on first use (Hyperscan's
+        databases cannot be pickled; a helper makes or loads its own)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
 
     @property
     def label(self) -> str:
