@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -137,3 +138,96 @@ def test_a_helper_never_runs_the_script_that_started_it(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert runs.read_text() == "ran\n"
+
+
+class Interrupted(Exception):
+    """Stands for an interrupt (Ctrl-C) or an error in this process's own part."""
+
+
+def _fails_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
+    if str(os.getpid()) == os.environ["SENTIENT_TEST_PARENT"]:
+        raise Interrupted("this process's own part failed")
+    return [scan(text, patterns) for text in texts]
+
+
+@pytest.mark.usefixtures("helpers")
+def test_a_batch_this_process_abandons_leaves_no_answer_for_the_next() -> None:
+    """Parts still with a helper when this process's own part fails would be read as the next
+    batch's answers: that helper is retired instead, and the next batch is right."""
+    patterns = PatternSet.load()
+    texts = corpus_texts()
+    then = texts[::-1]  # other texts: an answer left over from the first batch would not fit them
+    expected = scan_many(then, patterns, helpers=False)
+    with pytest.raises(Interrupted):
+        parallel.scan_parts(texts, patterns, _fails_here)
+    assert scan_many(then, patterns) == expected
+    assert parallel.start()
+    assert scan_many(then, patterns) == expected
+    assert parallel.last.helpers > 0
+
+
+@pytest.mark.usefixtures("helpers")
+def test_a_message_cut_short_retires_its_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    patterns = PatternSet.load()
+    texts = corpus_texts()
+    expected = scan_many(texts, patterns, helpers=False)
+    first = parallel._helpers[0]
+    write = parallel._write
+
+    def half_then_interrupted(descriptor: int, message: bytes) -> None:
+        write(descriptor, message[: len(message) // 2])
+        raise Interrupted("interrupted mid-message")
+
+    monkeypatch.setattr(parallel, "_write", half_then_interrupted)
+    with pytest.raises(Interrupted):
+        scan_many(texts, patterns)
+    monkeypatch.setattr(parallel, "_write", write)
+    assert first.broken
+    assert scan_many(texts, patterns) == expected
+    assert parallel.start() and parallel._helpers[0] is not first
+    assert scan_many(texts, patterns) == expected
+    assert parallel.last.helpers > 0
+
+
+@pytest.mark.usefixtures("helpers")
+def test_shutdown_during_a_batch_lets_it_finish() -> None:
+    patterns = PatternSet.load()
+    texts = corpus_texts() * 4
+    expected = scan_many(texts, patterns, helpers=False)
+    for delay in (0.0, 0.02, 0.05, 0.1):
+        assert parallel.start()
+        stopping = threading.Timer(delay, parallel.shutdown)
+        stopping.start()
+        assert scan_many(texts, patterns) == expected
+        stopping.join()
+
+
+@pytest.mark.usefixtures("helpers")
+def test_a_set_changed_only_in_a_description_reaches_the_helpers() -> None:
+    def codeword(description: str) -> PatternSet:
+        return PatternSet.load(extra=[{"id": "vault-codeword", "class": "override", "description": description,
+                                       "regex": [r"\bpurple elephant\b"]}])  # fmt: skip
+
+    texts = ["a note about tea"] * 20_000 + ["the purple elephant"]
+    old, new = codeword("the old words"), codeword("the new words")
+    assert old.fingerprint != new.fingerprint
+    assert scan_many(texts, old)[-1][0].description == "the old words"
+    assert scan_many(texts, new)[-1][0].description == "the new words"
+    assert parallel.last.helpers > 0
+
+
+def test_helpers_work_past_a_thousand_open_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """select() cannot watch a descriptor numbered 1024 or more; a busy server has such."""
+    held = [open(os.devnull) for _ in range(1100)]  # closed below
+    try:
+        monkeypatch.setenv(parallel.ENVIRONMENT, "1")
+        parallel.shutdown()
+        assert parallel.start()
+        assert parallel._helpers[0].output > 1024
+        patterns = PatternSet.load()
+        texts = corpus_texts()
+        assert scan_many(texts, patterns) == scan_many(texts, patterns, helpers=False)
+    finally:
+        parallel.shutdown()
+        for handle in held:
+            handle.close()

@@ -14,8 +14,12 @@ threads and under any script. This process talks to its helpers between its own 
 the thread scanning (a thread of its own would wait for the interpreter's lock for up to 5 ms
 at every answer), and keeps a second part waiting in each helper's input, so that a helper
 rarely waits for it. Helpers are started on first use, in the background (this process scans
-everything until they are ready, so no batch waits for them); they keep the pattern sets they
-were sent, by fingerprint, and end when this process does (their input closes).
+everything until they are ready, so no batch waits for them); they keep the last few pattern
+sets they were sent, by fingerprint, and end when this process does (their input closes).
+
+A helper that stops, hangs, answers with an error, or is left mid-message (an interrupt) is
+never asked again: its parts are scanned here, and it is killed and replaced on a later batch.
+A batch holds its helpers until it ends; no other batch, and no `shutdown()`, touches them.
 
 SENTIENT_SCAN_HELPERS sets the number of helper processes; by default one fewer than the
 machine's CPUs (none on one CPU), and 0 turns them off. Not on Windows, where a pipe cannot be
@@ -28,11 +32,12 @@ import atexit
 import logging
 import os
 import pickle
-import select
+import selectors
 import subprocess
 import sys
 import threading
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +49,10 @@ PARALLEL_FROM = 40_000  # characters in a batch before helpers are worth their m
 PARTS_EACH = 4  # a batch is cut into this many parts for each process scanning it (balance) ...
 PART_CHARS = 5_000  # ... of at least this many characters (a message costs well under 0.1 ms)
 MAX_PART_CHARS = 200_000  # ... and at most this many (so that a waiting part fits in a pipe)
-PIPE_BYTES = 1 << 20  # what a helper's input pipe is asked to hold (Linux; 64 KB elsewhere)
+PIPE_BYTES = 1 << 20  # what a helper's input pipe is asked to hold (Linux; less elsewhere)
+SETS_KEPT = 4  # pattern sets a helper keeps (a vault's set changes rarely)
+START_SECONDS = 60.0  # a helper not ready after this long is replaced
+ANSWER_SECONDS = 120.0  # a helper silent this long with a part is taken for stuck (a part takes < 1 s)
 ENVIRONMENT = "SENTIENT_SCAN_HELPERS"
 
 Result = TypeVar("Result")
@@ -85,7 +93,9 @@ class HelperFailed(Exception):
 
 
 class _Helper:
-    """One helper process, the pattern sets it holds, and the parts it has been sent."""
+    """One helper process, the pattern sets it holds, and the parts it has been sent.
+
+    Only the batch holding `in_use` talks to it, and only a holder of `in_use` stops it."""
 
     def __init__(self) -> None:
         root = str(Path(__file__).resolve().parents[2])  # where the sentient package is
@@ -95,55 +105,76 @@ class _Helper:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env={**os.environ, "PYTHONPATH": path},
         )  # fmt: skip
         assert self.process.stdin is not None and self.process.stdout is not None
-        self._input, self._output = self.process.stdin.fileno(), self.process.stdout.fileno()
-        self.capacity = _widen(self._input)  # bytes its input holds without a write waiting
+        self.input, self.output = self.process.stdin.fileno(), self.process.stdout.fileno()
+        self.capacity = _widen(self.input)  # bytes its input holds without a write waiting
+        self.started = time.monotonic()
         self.ready = threading.Event()
-        self.broken = False
-        self.known: set[str] = set()  # fingerprints of the pattern sets it holds
-        self.in_use = threading.Lock()  # held by the batch using it (two batches never share one)
+        self.broken = False  # never asked again; stopped by the next batch or shutdown
+        self.stopping = False
+        self.known: OrderedDict[str, None] = OrderedDict()  # fingerprints of the sets it keeps, oldest first
+        self.in_use = threading.Lock()
         self.sent: deque[int] = deque()  # numbers of the parts it has and has not answered yet
         threading.Thread(target=self._wait_ready, name="threat-scan-helper-start", daemon=True).start()
 
     def _wait_ready(self) -> None:
         try:
-            if pickle.loads(_read(self._output)) == "ready":
+            if pickle.loads(_read(self.output)) == "ready":
                 self.ready.set()
                 return
-        except (OSError, EOFError, pickle.UnpicklingError):
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
             pass
         self.broken = True
-        log.warning("a threat-scan helper did not start (see its error above); scanning in this process")
+        if not self.stopping:
+            log.warning("a threat-scan helper did not start (see its error above); scanning in this process")
+
+    def usable(self) -> bool:
+        if not self.ready.is_set() and time.monotonic() - self.started > START_SECONDS:
+            self.broken = True
+        return self.ready.is_set() and not self.broken
 
     def request(self, work: Work[Result], patterns: Any, texts: Sequence[str]) -> bytes:
-        """The message asking for `work(texts, patterns)` (with the set, the first time)."""
-        sent = None if patterns.fingerprint in self.known else _pickled(patterns)
-        return _framed((work, patterns.fingerprint, sent, list(texts)))
+        """The message asking for `work(texts, patterns)`; with the set, unless the helper keeps it."""
+        fingerprint = patterns.fingerprint
+        sent = None if fingerprint in self.known else _pickled(patterns)
+        return _framed((fingerprint, sent, pickle.dumps((work, list(texts)), protocol=pickle.HIGHEST_PROTOCOL)))
 
     def send(self, number: int, message: bytes, fingerprint: str) -> None:
         try:
-            _write(self._input, message)
+            _write(self.input, message)
         except OSError as error:
             self.broken = True
             raise HelperFailed(f"the helper stopped ({error})") from error
-        self.known.add(fingerprint)
+        except BaseException:  # interrupted mid-message: the helper's input is out of step
+            self.broken = True
+            raise
+        self.known[fingerprint] = None  # as the helper does: keep the newest SETS_KEPT
+        self.known.move_to_end(fingerprint)
+        while len(self.known) > SETS_KEPT:
+            self.known.popitem(last=False)
         self.sent.append(number)
 
     def answer(self) -> Any:
         """The results of the oldest part sent (`sent[0]`, which the caller then drops)."""
         try:
-            status, value = pickle.loads(_read(self._output))
-        except (OSError, EOFError, pickle.UnpicklingError) as error:
+            status, value = pickle.loads(_read(self.output))
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
             self.broken = True
             raise HelperFailed(f"the helper stopped ({error})") from error
+        except BaseException:  # interrupted mid-message
+            self.broken = True
+            raise
         if status != "ok":
+            self.known.clear()  # it may not hold the set it was sent: send it again next time
             raise HelperFailed(f"the helper failed on a part: {value}")
         return value
 
-    def stop(self) -> None:
+    def stop(self, patience: float) -> None:
+        """End it: close its input and wait up to `patience` seconds, then kill it."""
+        self.stopping = True
         try:
             if self.process.stdin is not None:
-                self.process.stdin.close()  # the helper ends at the end of its input
-            self.process.wait(timeout=5)
+                self.process.stdin.close()  # a helper ends at the end of its input
+            self.process.wait(timeout=patience)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
             self.process.wait()
@@ -153,52 +184,85 @@ class _Helper:
 
 _lock = threading.Lock()
 _helpers: list[_Helper] = []
-_pickled_sets: dict[str, bytes] = {}
+_pickled_sets: OrderedDict[str, bytes] = OrderedDict()
 
 
 def _pickled(patterns: Any) -> bytes:
     found = _pickled_sets.get(patterns.fingerprint)
     if found is None:
         found = _pickled_sets[patterns.fingerprint] = pickle.dumps(patterns)
+        while len(_pickled_sets) > SETS_KEPT:
+            _pickled_sets.popitem(last=False)
     return found
 
 
-def _running() -> list[_Helper]:
-    """The helpers, started now if there are fewer than helper_count() (broken ones replaced)."""
+def _take() -> list[_Helper]:
+    """The ready helpers no other batch holds, now held by the caller (release `in_use`).
+    Broken helpers nobody holds are stopped, and helpers started up to helper_count()."""
+    ending: list[_Helper] = []
+    taken: list[_Helper] = []
     with _lock:
-        for helper in [helper for helper in _helpers if helper.broken and not helper.in_use.locked()]:
-            _helpers.remove(helper)
-            helper.stop()
         wanted = helper_count()
-        while len(_helpers) > wanted and not _helpers[-1].in_use.locked():
-            _helpers.pop().stop()
+        for helper in list(_helpers):
+            helper.usable()  # one that never started is broken by now
+            if (helper.broken or len(_helpers) > wanted) and helper.in_use.acquire(blocking=False):
+                _helpers.remove(helper)
+                ending.append(helper)
         try:
             while len(_helpers) < wanted:
                 _helpers.append(_Helper())
         except OSError as error:  # no processes to be had here: scan alone
             log.warning("could not start a threat-scan helper (%s); scanning in this process", error)
-        return list(_helpers)
+        for helper in _helpers:
+            if helper.usable() and helper.in_use.acquire(blocking=False):
+                taken.append(helper)
+    for helper in ending:
+        helper.stop(patience=0 if helper.broken else 1.0)
+    return taken
+
+
+def _release(helpers: list[_Helper]) -> None:
+    for helper in helpers:
+        if helper.sent:  # left with parts unanswered (this process was interrupted)
+            helper.broken = True
+            helper.sent.clear()
+        helper.in_use.release()
 
 
 def start(timeout: float = 60.0) -> bool:
     """Start the helpers and wait until they are ready (the benchmark and tests use this; a
     batch never waits). False when there are none or they did not start."""
-    helpers = _running()
-    return bool(helpers) and all(helper.ready.wait(timeout) for helper in helpers)
+    _release(_take())
+    with _lock:
+        helpers = list(_helpers)
+    return bool(helpers) and all(helper.ready.wait(timeout) and not helper.broken for helper in helpers)
+
+
+def shutdown() -> None:
+    """Stop the helpers no batch is using now (a batch's own stop when it ends: see `_release`)."""
+    with _lock:
+        idle = [helper for helper in _helpers if helper.in_use.acquire(blocking=False)]
+        busy = [helper for helper in _helpers if helper not in idle]
+        _helpers[:] = busy
+    for helper in busy:
+        helper.broken = True  # its batch finishes with it; the next batch stops it
+    for helper in idle:
+        helper.stop(patience=0 if helper.broken or not helper.ready.is_set() else 1.0)
 
 
 @atexit.register
-def shutdown() -> None:
-    """Stop the helpers (they start again on the next big batch)."""
+def _at_exit() -> None:
+    """At exit nothing is waited for: helpers still scanning for a daemon thread are killed."""
     with _lock:
-        while _helpers:
-            _helpers.pop().stop()
+        helpers, _helpers[:] = list(_helpers), []
+    for helper in helpers:
+        helper.stop(patience=0 if helper.broken or helper.in_use.locked() or not helper.ready.is_set() else 1.0)
 
 
 def scan_parts(texts: Sequence[str], patterns: Any, work: Work[Result]) -> list[Result]:
     """`work(texts, patterns)`, with the texts cut into parts that this process and the ready,
     free helpers scan side by side. `work` must be a module-level function (helpers import it)."""
-    helpers = [h for h in _running() if h.ready.is_set() and not h.broken and h.in_use.acquire(blocking=False)]
+    helpers = _take()
     try:
         size = sum(map(len, texts)) // (PARTS_EACH * (len(helpers) + 1))
         parts = _cut(texts, min(max(size, PART_CHARS), MAX_PART_CHARS))
@@ -207,19 +271,16 @@ def scan_parts(texts: Sequence[str], patterns: Any, work: Work[Result]) -> list[
             return work(texts, patterns)
         return _share(parts, patterns, work, list(helpers))
     finally:
-        for helper in helpers:
-            if helper.sent:  # left with parts unanswered (this process failed): replaced next time
-                helper.broken = True
-                helper.sent.clear()
-            helper.in_use.release()
+        _release(helpers)
 
 
 def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helpers: list[_Helper]) -> list[Result]:
-    """Scan the parts here and in the helpers (a helper that stops is dropped from `helpers`)."""
+    """Scan the parts here and in the helpers (a helper that fails is dropped from `helpers`)."""
     results: list[list[Result] | None] = [None] * len(parts)
     pending = deque(range(len(parts)))  # helpers take from the left, this process from the right
     mine: list[int] = []  # parts given back by a helper that failed: this process scans them
     by_helpers = 0
+    watch = selectors.DefaultSelector()
 
     def feed(helper: _Helper) -> None:
         """Keep two parts with the helper, one it scans and one waiting in its input, while
@@ -237,42 +298,55 @@ def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helper
                 return
             pending.popleft()
 
-    def give_back(helper: _Helper, error: HelperFailed) -> None:
+    def give_back(helper: _Helper, error: Exception) -> None:
         log.warning("threat-scan helper: %s; scanning its parts in this process", error)
+        helper.broken = True
         mine.extend(helper.sent)
         helper.sent.clear()
         helpers.remove(helper)
+        watch.unregister(helper.output)
 
-    for helper in list(helpers):
-        feed(helper)
-    while pending or mine or any(helper.sent for helper in helpers):
-        if mine or pending:
-            number = mine.pop() if mine else pending.pop()
-            results[number] = work(parts[number], patterns)
-        for helper in _answering(helpers, wait=not (mine or pending)):
-            try:
-                answer = helper.answer()
-            except HelperFailed as error:
-                if helper.broken:
-                    give_back(helper, error)
-                    continue
-                log.warning("threat-scan helper: %s; scanning that part in this process", error)
-                mine.append(helper.sent.popleft())
-            else:
-                results[helper.sent.popleft()] = answer
-                by_helpers += 1
+    try:
+        for helper in helpers:
+            watch.register(helper.output, selectors.EVENT_READ, helper)
+        for helper in list(helpers):
             feed(helper)
+        quiet_since = time.monotonic()
+        while pending or mine or any(helper.sent for helper in helpers):
+            if mine or pending:
+                number = mine.pop() if mine else pending.pop()
+                results[number] = work(parts[number], patterns)
+            waiting = not (mine or pending)
+            events = watch.select(timeout=ANSWER_SECONDS if waiting else 0) if any(h.sent for h in helpers) else []
+            if waiting and not events:  # nothing for ANSWER_SECONDS: the helpers are stuck
+                for helper in [helper for helper in helpers if helper.sent]:
+                    give_back(helper, HelperFailed(f"no answer in {ANSWER_SECONDS:.0f} s"))
+                continue
+            for key, _ in events:
+                helper = key.data
+                if helper not in helpers:  # given back since
+                    continue
+                try:
+                    answer = helper.answer()
+                except HelperFailed as error:
+                    if helper.broken:
+                        give_back(helper, error)
+                        continue
+                    log.warning("threat-scan helper: %s; scanning that part in this process", error)
+                    mine.append(helper.sent.popleft())
+                else:
+                    results[helper.sent.popleft()] = answer
+                    by_helpers += 1
+                quiet_since = time.monotonic()
+                feed(helper)
+            if not waiting and time.monotonic() - quiet_since > ANSWER_SECONDS:
+                for helper in [helper for helper in helpers if helper.sent]:
+                    give_back(helper, HelperFailed(f"no answer in {ANSWER_SECONDS:.0f} s"))
+                quiet_since = time.monotonic()
+    finally:
+        watch.close()
     last.here, last.helpers = len(parts) - by_helpers, by_helpers
     return [result for part in results for result in part or ()]
-
-
-def _answering(helpers: list[_Helper], wait: bool) -> list[_Helper]:
-    """The helpers with an answer ready (waiting for one when `wait`)."""
-    asked = {helper._output: helper for helper in helpers if helper.sent}
-    if not asked:
-        return []
-    readable, _, _ = select.select(list(asked), [], [], None if wait else 0)
-    return [asked[fd] for fd in readable]
 
 
 def _cut(texts: Sequence[str], part_chars: int) -> list[Sequence[str]]:
@@ -290,14 +364,17 @@ def _cut(texts: Sequence[str], part_chars: int) -> list[Sequence[str]]:
 
 
 def _widen(descriptor: int) -> int:
-    """Ask for a pipe that holds PIPE_BYTES (Linux); what it holds now."""
+    """Ask for a pipe that holds PIPE_BYTES (Linux); what it holds now (PIPE_BUF if unknown)."""
     try:
         import fcntl
 
-        fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        try:
+            fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:  # past the user's limit of pipe pages: keep what it has
+            pass
         return int(fcntl.fcntl(descriptor, fcntl.F_GETPIPE_SZ))
     except (ImportError, AttributeError, OSError):
-        return 1 << 16  # the usual size elsewhere
+        return 512  # the least a pipe holds in one write (POSIX PIPE_BUF)
 
 
 def _framed(value: object) -> bytes:
@@ -329,23 +406,28 @@ def _exactly(descriptor: int, size: int) -> bytes:
 
 
 def serve() -> None:
-    """A helper's life: answer requests (work, fingerprint, pickled set or None, texts) with
-    ("ok", results) or ("error", why) until its input ends."""
-    requests, answers = sys.stdin.fileno(), sys.stdout.fileno()
-    sys.stdout = sys.stderr  # nothing else may write to the answers
+    """A helper's life: answer requests (fingerprint, pickled set or None, pickled (work, texts))
+    with ("ok", results) or ("error", why) until its input ends."""
+    requests, answers = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing else may write to the answers
+    sys.stdout = sys.stderr
     import sentient.threats  # noqa: F401  (the scanner, imported before saying ready)
 
-    known: dict[str, Any] = {}
+    known: OrderedDict[str, Any] = OrderedDict()
     _write(answers, _framed("ready"))
     while True:
         try:
             request = _read(requests)
         except EOFError:
             return
-        try:  # a request it cannot even read (a function it cannot import) is answered too
-            work, fingerprint, sent, texts = pickle.loads(request)
+        try:  # a request it cannot read (a function it cannot import) is answered too
+            fingerprint, sent, job = pickle.loads(request)
             if sent is not None:
                 known[fingerprint] = pickle.loads(sent)
+                known.move_to_end(fingerprint)
+                while len(known) > SETS_KEPT:
+                    known.popitem(last=False)
+            work, texts = pickle.loads(job)
             answer: tuple[str, object] = ("ok", work(texts, known[fingerprint]))
         except Exception as error:  # the caller scans the part itself, and logs why
             answer = ("error", f"{type(error).__name__}: {error}")

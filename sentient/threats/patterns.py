@@ -191,7 +191,8 @@ class PatternSet:
                 "normaliser": NORMALISER_VERSION,
                 "version": version,
                 "patterns": [
-                    [p.id, p.class_, p.view, p.case_sensitive, [r.pattern for r in p.regexes], p.keywords, p.not_after]
+                    [p.id, p.class_, p.description, p.view, p.case_sensitive, [r.pattern for r in p.regexes],
+                     p.keywords, p.not_after]
                     for p in patterns
                 ],
             },
