@@ -11,10 +11,13 @@ one, or with invisible characters (for the raw view's patterns), are then scanne
 on their own views cut from the joined ones, for their own findings, and only where Hyperscan
 says matches may start.
 
-Only ASCII texts are joined: one character outside ASCII makes Python store the whole joined
-string wider (up to four bytes a character), and every pass over it slower than the passes
-over each text alone, most of which are ASCII or narrow. A text with a character outside
-ASCII, one longer than LONE_TEXT, or one holding a NUL itself, is scanned alone.
+ASCII texts and texts with characters outside ASCII are joined apart: one such character makes
+Python store the whole joined string wider (up to four bytes a character), and every pass over
+it slower. Those texts are joined only up to WIDE_TEXT characters, where the calls a scan alone
+would make cost more than the wider passes (a note with an emoji or a Cyrillic word). A longer
+one, an ASCII text longer than LONE_TEXT, and every text of a batch holding a NUL, or a letter
+whose lower case needs the views as written (İ, the Kelvin sign: see Prefilter.starts), are
+scanned alone.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sentient.threats.scan import Finding, Plan, findings, python_only, scan
 from sentient.threats.views import Normalised
 
 LONE_TEXT = 1_000_000  # characters; a longer text gains nothing from joining
+WIDE_TEXT = 2_048  # a text with characters outside ASCII is joined with others like it up to this long
 JOINED_CHARS = 4_000_000  # texts are joined in batches of about this many characters
 
 Plans = dict[int, Plan]  # by text number
@@ -51,19 +55,22 @@ def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]
     if prefilter is None:
         return [scan(text, patterns) for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
-    batch: list[int] = []
-    size = 0
+    batches: tuple[list[int], list[int]] = ([], [])  # ASCII texts; short texts with other characters
+    sizes = [0, 0]
     for number, text in enumerate(texts):
-        if len(text) > LONE_TEXT or not text.isascii():
+        kind = 0 if text.isascii() else 1
+        if len(text) > (LONE_TEXT if kind == 0 else WIDE_TEXT):
             found[number] = scan(text, patterns)
             continue
-        batch.append(number)
-        size += len(text)
-        if size >= JOINED_CHARS:
+        batches[kind].append(number)
+        sizes[kind] += len(text)
+        if sizes[kind] >= JOINED_CHARS:
+            _scan_batch(texts, batches[kind], patterns, prefilter, found)
+            batches[kind].clear()
+            sizes[kind] = 0
+    for batch in batches:
+        if batch:
             _scan_batch(texts, batch, patterns, prefilter, found)
-            batch, size = [], 0
-    if batch:
-        _scan_batch(texts, batch, patterns, prefilter, found)
     return found
 
 
@@ -80,7 +87,7 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         return [scan(text, patterns) for text in texts]
     raw = unescape(joined)
     lines, hidden_at, cased = clean(raw)
-    if cased:  # an entity spelled a letter whose lower case differs outside ASCII: see Prefilter.starts
+    if prefilter.needs_as_written(cased):  # see Prefilter.starts: rare (İ, the Kelvin sign)
         return [scan(text, patterns) for text in texts]
     lines = join_spaced(lines)
     plain = strip_markup(lines)

@@ -111,7 +111,7 @@ class Prefilter:
         found: dict[Key, list[int] | None] = {}
         for subject, keys in self._keys.items():
             self._starts(text, subject, keys, self._automata[subject], found)
-        if text.cased:  # lower-casing changed letters outside ASCII: some case-sensitive ones on the view as written
+        if self.needs_as_written(text.cased):  # some case-sensitive ones run on the view as written
             again = self._naming if _one_for_one(text.cased) else self._as_written
             if again:
                 written: dict[Key, list[int] | None] = {}
@@ -122,6 +122,11 @@ class Prefilter:
                     if key in written:
                         found[key] = written[key]
         return found
+
+    def needs_as_written(self, cased: frozenset[str]) -> bool:
+        """Whether a text whose lower-casing changed these letters outside ASCII (`cased`) has
+        case-sensitive expressions to run over its views as written too (see `starts`)."""
+        return bool(cased) and bool(self._naming if _one_for_one(cased) else self._as_written)
 
     @staticmethod
     def _starts(text: Normalised, subject: Subject, keys: tuple[Key, ...], automaton: Automaton,
