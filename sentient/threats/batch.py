@@ -55,40 +55,35 @@ def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]
     if prefilter is None:
         return [scan(text, patterns) for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
-    batches: tuple[list[int], list[int]] = ([], [])  # ASCII texts; short texts with other characters
-    sizes = [0, 0]
-    for number, text in enumerate(texts):
-        kind = 0 if text.isascii() else 1
-        if len(text) > (LONE_TEXT if kind == 0 else WIDE_TEXT):
-            found[number] = scan(text, patterns)
-            continue
-        batches[kind].append(number)
-        sizes[kind] += len(text)
-        if sizes[kind] >= JOINED_CHARS:
-            _scan_batch(texts, batches[kind], patterns, prefilter, found)
-            batches[kind].clear()
-            sizes[kind] = 0
-    for batch in batches:
-        if batch:
-            _scan_batch(texts, batch, patterns, prefilter, found)
+    lengths = list(map(len, texts))
+    narrow = list(map(str.isascii, texts))
+    joined: tuple[list[int], list[int]] = ([], [])  # the numbers of the ASCII texts; of short others
+    for number, (length, is_ascii) in enumerate(zip(lengths, narrow, strict=True)):
+        if length > (LONE_TEXT if is_ascii else WIDE_TEXT):
+            found[number] = scan(texts[number], patterns)
+        else:
+            joined[not is_ascii].append(number)
+    for numbers in joined:
+        start, size = 0, 0
+        for at, number in enumerate(numbers):  # in batches of about JOINED_CHARS characters
+            size += lengths[number]
+            if size >= JOINED_CHARS or at == len(numbers) - 1:
+                batch = numbers[start : at + 1]
+                for index, findings_of in _scan_joined([texts[n] for n in batch], patterns, prefilter).items():
+                    found[batch[index]] = findings_of
+                start, size = at + 1, 0
     return found
 
 
-def _scan_batch(
-    texts: Sequence[str], batch: list[int], patterns: PatternSet, prefilter: Prefilter, found: list[list[Finding]]
-) -> None:
-    for number, findings_of in zip(batch, _scan_joined([texts[n] for n in batch], patterns, prefilter), strict=True):
-        found[number] = findings_of
-
-
-def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilter) -> list[list[Finding]]:
+def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilter) -> dict[int, list[Finding]]:
+    """The findings of the texts (by their number among them) that may have some."""
     joined = SEPARATOR.join(texts)
     if len(texts) < 2 or joined.count("\x00") != len(texts) - 1:  # a text holds a NUL: each alone
-        return [scan(text, patterns) for text in texts]
+        return dict(enumerate(scan(text, patterns) for text in texts))
     raw = unescape(joined)
     lines, hidden_at, cased = clean(raw)
     if prefilter.needs_as_written(cased):  # see Prefilter.starts: rare (İ, the Kelvin sign)
-        return [scan(text, patterns) for text in texts]
+        return dict(enumerate(scan(text, patterns) for text in texts))
     lines = join_spaced(lines)
     plain = strip_markup(lines)
     views = Normalised.of_views(joined, raw, lines, plain, hidden_at, cased)
@@ -97,7 +92,7 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
     for subject in prefilter.subjects:
         data = views.encoded(*subject)
         if data is None:  # a lone surrogate (no UTF-8): each alone
-            return [scan(text, patterns) for text in texts]
+            return dict(enumerate(scan(text, patterns) for text in texts))
         _put(prefilter, subject, data, plans, pieces)
     raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
     lines_of = lines.split(SEPARATOR) if lines is not raw else raws
@@ -108,18 +103,17 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         for at in hidden_at:
             number = bisect.bisect_right(starts, at) - 1
             hidden_by_text.setdefault(number, []).append(at - starts[number])
-    found: list[list[Finding]] = []
-    everyone = not prefilter.python_only_raw  # patterns Hyperscan cannot run need every text looked at
-    for number, text in enumerate(texts):
-        hidden = hidden_by_text.get(number)
-        if number not in plans and hidden is None and not everyone:
-            found.append([])  # nothing may match, and it has no invisible characters
-            continue
-        seen = Normalised.of_views(text, raws[number], lines_of[number], plains[number], tuple(hidden or ()),
+    found: dict[int, list[Finding]] = {}
+    # Only texts with a report, or with invisible characters (the raw view's patterns), may have
+    # findings; every text, when the set has patterns Hyperscan cannot run on other views.
+    looked_at = range(len(texts)) if not prefilter.python_only_raw else sorted(plans.keys() | hidden_by_text.keys())
+    for number in looked_at:
+        hidden = hidden_by_text.get(number, ())
+        seen = Normalised.of_views(texts[number], raws[number], lines_of[number], plains[number], tuple(hidden),
                                    cased, patterns.vocabulary)  # fmt: skip
         for subject, data in pieces.get(number, ()):
             seen.know(*subject, data)
-        found.append(findings(seen, patterns, python_only(seen, patterns, plans.get(number, {}))))
+        found[number] = findings(seen, patterns, python_only(seen, patterns, plans.get(number, {})))
     return found
 
 
