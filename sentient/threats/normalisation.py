@@ -206,9 +206,8 @@ def _fold(match: re.Match[str]) -> str:
 
 def join_spaced(lines: str) -> str:
     """Letter-spaced words joined ("i g n o r e" -> "ignore"), line by line where they may be."""
-    if lines.isascii():
-        encoded = lines.encode()
-        if not _may_be_spaced(encoded.translate(_LETTER_BYTES)):
+    if lines.isascii() and (len(lines) <= LONG_TEXT or _spaced_automaton() is None):  # else Hyperscan is quicker
+        if not _may_be_spaced(lines.encode().translate(_LETTER_BYTES)):
             return lines
     starts = _spaced_hints(lines)
     if not starts:
