@@ -159,9 +159,18 @@ def _runs(text: str) -> list[tuple[int, int]]:
         return [run.span() for run in _NON_ASCII.finditer(text)]
     ends = automaton.ends(data)
     size = len(data)
-    starts = characters(data, sorted({end - 1 for end in ends.get(1, ())}))
-    stops = characters(data, sorted({end if end == size and data[-1] >= 0x80 else end - 1 for end in ends.get(0, ())}))
-    return list(zip(starts, stops, strict=True))
+    starts = sorted({end - 1 for end in ends.get(1, ())})  # as byte offsets
+    # A run's end is reported after the ASCII byte that follows it, and (multi-line '$') also at a
+    # line break after it, one byte inside the run: only the first counts.
+    stops = sorted({end if end == size and data[-1] >= 0x80 else end - 1 for end in ends.get(0, ())})
+    stops = [stop for stop in stops if stop == size or data[stop] < 0x80]
+    runs: list[tuple[int, int]] = []
+    extra = 0  # the bytes beyond one a character before here: between runs every byte is one
+    for start, stop in zip(starts, stops, strict=True):
+        length = len(data[start:stop].decode())
+        runs.append((start - extra, start - extra + length))
+        extra += stop - start - length
+    return runs
 
 
 def _utf8(text: str) -> bytes | None:
