@@ -124,7 +124,7 @@ def unescape(text: str) -> str:
 def clean(raw: str) -> tuple[str, tuple[int, ...], frozenset[str]]:
     """Invisible characters removed (tags decoded), NFKC, look-alikes folded: on the non-ASCII
     runs only. Returns the text, the positions of the invisible characters in `raw`, and the
-    non-ASCII characters of the text that lower-casing changes (see `lower_bytes`)."""
+    non-ASCII characters of `raw` and of the text that lower-casing changes (see `lower_bytes`)."""
     if raw.isascii():
         return raw, (), _NONE
     parts: list[str] = []
@@ -189,7 +189,7 @@ def _runs_automaton() -> Automaton | None:
 def _cleaned(before: str, run: str) -> tuple[str | None, tuple[int, ...], frozenset[str]]:
     """One non-ASCII run of a text, with the ASCII character before it (if any) in front:
     (the two cleaned, or None when unchanged; where the invisible characters of the run are;
-    the non-ASCII characters of the cleaned run that lower-casing changes)."""
+    the non-ASCII characters of the run, as read or cleaned, that lower-casing changes)."""
     chunk = run
     offsets: tuple[int, ...] = ()
     if UNHIDABLE.search(chunk) is not None:
@@ -200,7 +200,7 @@ def _cleaned(before: str, run: str) -> tuple[str | None, tuple[int, ...], frozen
         chunk = unicodedata.normalize("NFKC", chunk)
     if FOLDABLE.search(chunk) is not None:
         chunk = FOLDABLE.sub(_fold, chunk)
-    cased = frozenset(char for char in chunk if not char.isascii() and char.lower() != char)
+    cased = frozenset(char for char in set(chunk).union(run) if not char.isascii() and char.lower() != char)
     return (None if chunk == before + run else chunk), offsets, cased
 
 

@@ -91,7 +91,7 @@ class Normalised:
         vocabulary: frozenset[bytes] | None = None,
     ) -> Normalised:  # fmt: skip
         """The views of a text made elsewhere (batch.py: for many texts at once), not indexed.
-        `cased`: the non-ASCII characters of lines that lower-casing changes (normalisation.clean)."""
+        `cased`: the non-ASCII characters of raw and lines that lower-casing changes (normalisation.clean)."""
         views = cls.__new__(cls)
         views._set(text, raw, lines, plain, hidden_at, cased, vocabulary, False)
         return views
@@ -149,7 +149,7 @@ class Normalised:
             if name == "flat" and self.indexed and len(self.blocks("plain")) > 1:
                 self.blocks("flat")  # makes lowered flat with its blocks
                 return self._lowered["flat"]
-            data = self.encoded(name, False) if name != "raw" else None
+            data = self.encoded(name, False)
             if data is not None:
                 text = data.decode()
             elif name == "flat":
@@ -178,8 +178,6 @@ class Normalised:
                 data = self._lowered[name].encode()
             elif name == "lines" and self.plain is self.lines:
                 data = self.encoded("plain", False)
-            elif name == "raw":
-                data = self.raw.lower().encode()
             else:
                 data = lower_bytes(self.view(name), self.cased)
         except UnicodeEncodeError:
