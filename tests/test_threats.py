@@ -707,6 +707,6 @@ def test_the_quicker_steps_are_the_plain_ones(text: str) -> None:
     cleaned, _, _ = clean(text)
     assert lower_bytes(cleaned, cased) == cleaned.lower().encode("utf-8", "surrogatepass")
     data = collapse_bytes(lowered.encode("utf-8", "surrogatepass"))
-    assert data is None or data == collapse(lowered).encode("utf-8", "surrogatepass")
+    assert data is None or data == " ".join(lowered.split()).encode("utf-8", "surrogatepass")
     if not any(char.isspace() and not char.isascii() for char in lowered):
         assert data is not None

@@ -56,14 +56,14 @@ def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]
         return [scan(text, patterns) for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
     lengths = list(map(len, texts))
-    narrow = list(map(str.isascii, texts))
-    joined: tuple[list[int], list[int]] = ([], [])  # the numbers of the ASCII texts; of short others
-    for number, (length, is_ascii) in enumerate(zip(lengths, narrow, strict=True)):
+    ascii_texts: list[int] = []  # their numbers
+    wide_texts: list[int] = []  # short texts with characters outside ASCII
+    for number, (length, is_ascii) in enumerate(zip(lengths, map(str.isascii, texts), strict=True)):
         if length > (LONE_TEXT if is_ascii else WIDE_TEXT):
             found[number] = scan(texts[number], patterns)
         else:
-            joined[not is_ascii].append(number)
-    for numbers in joined:
+            (ascii_texts if is_ascii else wide_texts).append(number)
+    for numbers in (ascii_texts, wide_texts):
         start, size = 0, 0
         for at, number in enumerate(numbers):  # in batches of about JOINED_CHARS characters
             size += lengths[number]
@@ -78,12 +78,19 @@ def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]
 def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilter) -> dict[int, list[Finding]]:
     """The findings of the texts (by their number among them) that may have some."""
     joined = SEPARATOR.join(texts)
-    if len(texts) < 2 or joined.count("\x00") != len(texts) - 1:  # a text holds a NUL: each alone
+    if len(texts) < 2:
         return dict(enumerate(scan(text, patterns) for text in texts))
+    if joined.count("\x00") != len(texts) - 1:  # a text holds a NUL
+        return _apart(texts, {number for number, text in enumerate(texts) if "\x00" in text}, patterns, prefilter)
     raw = unescape(joined)
+    raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
     lines, hidden_at, cased = clean(raw)
-    if prefilter.needs_as_written(cased):  # see Prefilter.starts: rare (İ, the Kelvin sign)
-        return dict(enumerate(scan(text, patterns) for text in texts))
+    if prefilter.as_written(cased):  # rare (İ, the Kelvin sign: see Prefilter.starts): those texts alone
+        odd = {char for char in cased if prefilter.as_written(frozenset(char))}
+        cleaned = lines.split(SEPARATOR) if lines is not raw else raws
+        alone = {number for number, (text, clean_text) in enumerate(zip(raws, cleaned, strict=True))
+                 if any(char in text or char in clean_text for char in odd)}  # fmt: skip
+        return _apart(texts, alone, patterns, prefilter)
     lines = join_spaced(lines)
     plain = strip_markup(lines)
     views = Normalised.of_views(joined, raw, lines, plain, hidden_at, cased)
@@ -91,10 +98,11 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
     pieces: dict[int, list[tuple[Subject, bytes]]] = {}  # by text: its subjects' UTF-8, for its views
     for subject in prefilter.subjects:
         data = views.encoded(*subject)
-        if data is None:  # a lone surrogate (no UTF-8): each alone
-            return dict(enumerate(scan(text, patterns) for text in texts))
+        if data is None:  # a lone surrogate (no UTF-8): those texts alone
+            return _apart(
+                texts, {number for number, text in enumerate(raws) if not _encodes(text)}, patterns, prefilter
+            )
         _put(prefilter, subject, data, plans, pieces)
-    raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
     lines_of = lines.split(SEPARATOR) if lines is not raw else raws
     plains = plain.split(SEPARATOR) if plain is not lines else lines_of
     hidden_by_text: dict[int, list[int]] = {}
@@ -115,6 +123,29 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
             seen.know(*subject, data)
         found[number] = findings(seen, patterns, python_only(seen, patterns, plans.get(number, {})))
     return found
+
+
+def _apart(
+    texts: Sequence[str], alone: set[int], patterns: PatternSet, prefilter: Prefilter
+) -> dict[int, list[Finding]]:
+    """`_scan_joined` with the texts numbered in `alone` scanned one by one, the others joined."""
+    found = {number: scan(texts[number], patterns) for number in alone}
+    others = [number for number in range(len(texts)) if number not in alone]
+    if not alone:  # cannot happen (the joined text's trouble is some text's); never loop
+        others = []
+        found = dict(enumerate(scan(text, patterns) for text in texts))
+    if others:
+        for index, findings_of in _scan_joined([texts[n] for n in others], patterns, prefilter).items():
+            found[others[index]] = findings_of
+    return found
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _put(prefilter: Prefilter, subject: Subject, data: bytes, plans: Plans,

@@ -165,7 +165,7 @@ def _runs(text: str) -> list[tuple[int, int]]:
     stops = sorted({end if end == size and data[-1] >= 0x80 else end - 1 for end in ends.get(0, ())})
     stops = [stop for stop in stops if stop == size or data[stop] < 0x80]
     runs: list[tuple[int, int]] = []
-    extra = 0  # the bytes beyond one a character before here: between runs every byte is one
+    extra = 0  # bytes minus characters so far (only runs have characters of more than one byte)
     for start, stop in zip(starts, stops, strict=True):
         length = len(data[start:stop].decode())
         runs.append((start - extra, start - extra + length))
@@ -214,7 +214,7 @@ def _fold(match: re.Match[str]) -> str:
 
 def join_spaced(lines: str) -> str:
     """Letter-spaced words joined ("i g n o r e" -> "ignore"), line by line where they may be."""
-    if lines.isascii() and (len(lines) <= LONG_TEXT or _spaced_automaton() is None):  # else Hyperscan is quicker
+    if lines.isascii() and _spaced_by(lines) is None:  # (with Hyperscan, the hints are as quick)
         if not _may_be_spaced(lines.encode().translate(_LETTER_BYTES)):
             return lines
     starts = _spaced_hints(lines)
@@ -252,7 +252,7 @@ def _may_be_spaced(mapped: bytes) -> bool:
 def _spaced_hints(lines: str) -> list[int]:
     """Places (character offsets, ascending) on the lines where three single letters split by
     single spacers may be: every such line has one. By Hyperscan when it is there."""
-    automaton = _spaced_automaton() if len(lines) > LONG_TEXT else None
+    automaton = _spaced_by(lines)
     data = _utf8(lines) if automaton is not None else None
     if automaton is None or data is None:
         mapped = lines.encode("utf-8", "surrogatepass").translate(_LETTER_BYTES, _CONTINUATION_BYTES)
@@ -262,6 +262,11 @@ def _spaced_hints(lines: str) -> list[int]:
     if not ends:
         return []
     return characters(data, sorted({end - 1 for found in ends.values() for end in found}))
+
+
+def _spaced_by(lines: str) -> Automaton | None:
+    """The automaton that finds the spaced-letter hints of a long text, or None (then Python)."""
+    return _spaced_automaton() if len(lines) > LONG_TEXT else None
 
 
 @lru_cache(maxsize=1)
@@ -274,26 +279,31 @@ def strip_markup(lines: str) -> str:
     others become a space), then emphasis marks."""
     plain = lines
     if "<" in lines:
-        plain = _strip_tags(lines, ">" in lines and _contains(lines, "-->"))
-    elif ">" in lines and _contains(lines, "-->"):
+        plain = _strip_tags(lines, _contains(lines, "-->", key=2))
+    elif _contains(lines, "-->", key=2):
         plain = lines.replace("-->", " ")
     if "*" in plain or "~" in plain or ("_" in plain and _contains(plain, "__")):
         plain = _unemphasise(plain)
     return plain
 
 
-def _contains(text: str, mark: str) -> bool:
-    """`mark in text`, quicker for a mark whose first character is rare: CPython looks for two or
-    three characters at about a nanosecond a character (5 us in 4 KB, found or not), and for one
-    with memchr, so the first character is looked for and the rest compared, up to 16 times."""
-    first = mark[0]
-    at = text.find(first)
-    for _ in range(16):
+# How many times _contains compares a mark where its key character is before it gives up.
+CONTAINS_TRIES = 16
+
+
+def _contains(text: str, mark: str, key: int = 0) -> bool:
+    """`mark in text`, quicker for a mark with a rare character (the one at `key`): CPython looks
+    for two or three characters at about a nanosecond a character (5 us in 4 KB, found or not),
+    and for one with memchr, so that one is looked for and the mark compared around it, up to
+    CONTAINS_TRIES times (then `in` after all: the character was not rare here)."""
+    char = mark[key]
+    at = text.find(char, key)
+    for _ in range(CONTAINS_TRIES):
         if at == -1:
             return False
-        if text.startswith(mark, at):
+        if text.startswith(mark, at - key):
             return True
-        at = text.find(first, at + 1)
+        at = text.find(char, at + 1)
     return mark in text
 
 
@@ -322,7 +332,7 @@ def _unemphasise(text: str) -> str:
     be removed one kind after another, asterisks last (removing one never makes another that the
     single pass would not have seen), unless a tilde touches an underscore."""
     tildes, unders = "~" in text, "_" in text
-    if tildes and unders and (_contains(text, "~_") or _contains(text, "_~")):
+    if tildes and unders and (_contains(text, "~_") or _contains(text, "_~", key=1)):
         return EMPHASIS.sub("", text)
     if unders and _contains(text, "__"):
         text = _UNDERSCORES.sub("", text)

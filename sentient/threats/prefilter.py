@@ -111,22 +111,24 @@ class Prefilter:
         found: dict[Key, list[int] | None] = {}
         for subject, keys in self._keys.items():
             self._starts(text, subject, keys, self._automata[subject], found)
-        if self.needs_as_written(text.cased):  # some case-sensitive ones run on the view as written
-            again = self._naming if _one_for_one(text.cased) else self._as_written
-            if again:
-                written: dict[Key, list[int] | None] = {}
-                for subject, (keys, automaton) in self._written.items():
-                    self._starts(text, subject, keys, automaton, written)
-                for key in again:
-                    found.pop(key, None)
-                    if key in written:
-                        found[key] = written[key]
+        again = self.as_written(text.cased)
+        if again:  # some case-sensitive ones run on the view as written
+            written: dict[Key, list[int] | None] = {}
+            for subject, (keys, automaton) in self._written.items():
+                self._starts(text, subject, keys, automaton, written)
+            for key in again:
+                found.pop(key, None)
+                if key in written:
+                    found[key] = written[key]
         return found
 
-    def needs_as_written(self, cased: frozenset[str]) -> bool:
-        """Whether a text whose lower-casing changed these letters outside ASCII (`cased`) has
-        case-sensitive expressions to run over its views as written too (see `starts`)."""
-        return bool(cased) and bool(self._naming if _one_for_one(cased) else self._as_written)
+    def as_written(self, cased: frozenset[str]) -> frozenset[Key]:
+        """The case-sensitive expressions to run over the views as written too, for a text whose
+        lower-casing changes these letters outside ASCII (`cased`; see `starts`). A set of
+        letters needs some exactly when one of its letters does."""
+        if not cased:
+            return frozenset()
+        return self._naming if _one_for_one(cased) else self._as_written
 
     @staticmethod
     def _starts(text: Normalised, subject: Subject, keys: tuple[Key, ...], automaton: Automaton,
