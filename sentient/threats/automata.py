@@ -10,11 +10,12 @@ are no automata and everything is scanned in pure Python.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -110,14 +111,36 @@ def _cache_file(sources: tuple[bytes, ...], flags: tuple[int, ...]) -> Path | No
     """Where the compiled database of these expressions is kept: the user's cache folder
     ($XDG_CACHE_HOME or ~/.cache, then sentient/hyperscan/), named by a hash of the expressions,
     the flags, the Hyperscan version and the machine. None when there is no home to put it in."""
+    digest = hashlib.sha256(f"{_VERSION}|{','.join(map(str, flags))}|{platform.machine()}".encode())
+    for source in sources:
+        digest.update(len(source).to_bytes(4, "big") + source)
+    return _cache_path(f"{digest.hexdigest()[:32]}.db")
+
+
+def _cache_path(name: str) -> Path | None:
+    """A file of the cache folder; None when there is no home to put it in."""
     try:
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     except RuntimeError:  # no home directory
         return None
-    digest = hashlib.sha256(f"{_VERSION}|{','.join(map(str, flags))}|{platform.machine()}".encode())
-    for source in sources:
-        digest.update(len(source).to_bytes(4, "big") + source)
-    return root / "sentient" / "hyperscan" / f"{digest.hexdigest()[:32]}.db"
+    return root / "sentient" / "hyperscan" / name
+
+
+def remembered(key: str, make: Callable[[], list[str | None]]) -> list[str | None]:
+    """`make()`, kept in the cache folder under `key` (a hash of everything it depends on) and
+    read from there by later processes; a file that is missing or unreadable is made again."""
+    path = _cache_path(f"{key}.json")
+    if path is not None:
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(found, list) and all(item is None or isinstance(item, str) for item in found):
+                return found
+        except (OSError, ValueError):
+            pass
+    made = make()
+    if path is not None:
+        _store(path, json.dumps(made).encode())
+    return made
 
 
 def _store(path: Path, data: bytes) -> None:

@@ -23,11 +23,16 @@ Without the `hyperscan` package, `load()` gives None and everything is scanned i
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
-from sentient.threats.automata import Automaton, available, compiles
+from sentient.threats import supersets
+from sentient.threats.automata import Automaton, available, compiles, remembered
 from sentient.threats.normalisation import character_offsets
 from sentient.threats.supersets import names_non_ascii, superset
 from sentient.threats.views import Normalised
@@ -54,9 +59,10 @@ class Prefilter:
     def __init__(self, patterns: Sequence[Prefiltered]) -> None:
         by_subject: dict[Subject, list[tuple[Key, bytes, bool]]] = {}
         python_only: set[int] = set()
+        rewrites = iter(_rewrites(patterns))
         for number, pattern in enumerate(patterns):
-            for index, regex in enumerate(pattern.regexes):
-                backward = superset(regex, reverse=True) if pattern.view != "raw" else None
+            for index, _ in enumerate(pattern.regexes):
+                backward = next(rewrites)
                 if backward is None:
                     python_only.add(number)
                 else:  # a case-sensitive one too runs over the lower-cased view, ignoring case
@@ -166,6 +172,22 @@ def _one_for_one(cased: frozenset[str]) -> bool:
     """Lower-casing makes each of these letters one letter outside ASCII (not İ, which becomes
     two characters, nor the Kelvin sign, which becomes an ASCII k)."""
     return all(len(low := char.lower()) == 1 and not low.isascii() for char in cased)
+
+
+def _rewrites(patterns: Sequence[Prefiltered]) -> list[str | None]:
+    """Every expression's rewrite (supersets.py; None for the raw view's, and where there is
+    none), in order. Rewriting the shipped set parses every expression, a few tenths of a
+    second, so the rewrites are kept in the cache folder, by a hash of the expressions, the
+    rewriter's own code and Python's version (whose parser it reads)."""
+    expressions = [(pattern.view, regex.pattern, regex.flags) for pattern in patterns for regex in pattern.regexes]
+    digest = hashlib.sha256(json.dumps([sys.version, expressions]).encode())
+    digest.update(Path(supersets.__file__).read_bytes())
+
+    def rewrite() -> list[str | None]:
+        return [None if pattern.view == "raw" else superset(regex, reverse=True)
+                for pattern in patterns for regex in pattern.regexes]  # fmt: skip
+
+    return remembered(f"rewrites-{digest.hexdigest()[:32]}", rewrite)
 
 
 def _build(items: Sequence[tuple[Key, bytes, bool]]) -> Automaton | None:
