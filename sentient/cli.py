@@ -10,6 +10,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
+from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,7 +41,7 @@ from sentient.memory import (
     unreadable_memory,
 )
 from sentient.record import record, stale
-from sentient.threats import scan
+from sentient.threats import Finding, PatternSet, scan_many
 from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS, one_line
 from sentient.vault.layout import init_vault
@@ -204,7 +205,7 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
 
 def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
     flagged_any = False
-    for name, text in read_inputs(args.paths):
+    for name, text, findings in _scanned(read_inputs(args.paths), workspace.judge.patterns):
         if text is None:
             if args.json:
                 print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": NOT_TEXT},
@@ -212,7 +213,6 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
             else:
                 print(f"{name}: {NOT_TEXT}, not scanned")
             continue
-        findings = scan(text, workspace.judge.patterns)
         flagged_any = flagged_any or bool(findings)
         if args.json:
             print(json.dumps({"input": name, "flagged": bool(findings),
@@ -229,6 +229,18 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 NOT_TEXT = "not text (it holds binary data)"
+SCANNED_TOGETHER = 500  # inputs read, then scanned in one batch (scan_many), then printed
+
+
+def _scanned(
+    inputs: Iterator[tuple[str, str | None]], patterns: PatternSet
+) -> Iterator[tuple[str, str | None, list[Finding]]]:
+    """Each input with its findings, in order; scanned SCANNED_TOGETHER at a time, so that a
+    folder of many files is scanned as one batch would be (and by helper processes too)."""
+    while group := list(islice(inputs, SCANNED_TOGETHER)):
+        found = iter(scan_many([text for _, text in group if text is not None], patterns))
+        for name, text in group:
+            yield name, text, (next(found) if text is not None else [])
 
 
 def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
