@@ -27,7 +27,15 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from sentient.threats import parallel
-from sentient.threats.normalisation import SEPARATOR, characters, clean, join_spaced, strip_markup, unescape
+from sentient.threats.normalisation import (
+    SEPARATOR,
+    characters,
+    clean,
+    join_spaced,
+    strip_markup,
+    unescape,
+    utf8,
+)
 from sentient.threats.patterns import PatternSet
 from sentient.threats.prefilter import Prefilter, Subject
 from sentient.threats.scan import Finding, Plan, findings, python_only, scan
@@ -100,7 +108,7 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         data = views.encoded(*subject)
         if data is None:  # a lone surrogate (no UTF-8): those texts alone
             return _apart(
-                texts, {number for number, text in enumerate(raws) if not _encodes(text)}, patterns, prefilter
+                texts, {number for number, text in enumerate(raws) if utf8(text) is None}, patterns, prefilter
             )
         _put(prefilter, subject, data, plans, pieces)
     lines_of = lines.split(SEPARATOR) if lines is not raw else raws
@@ -129,23 +137,14 @@ def _apart(
     texts: Sequence[str], alone: set[int], patterns: PatternSet, prefilter: Prefilter
 ) -> dict[int, list[Finding]]:
     """`_scan_joined` with the texts numbered in `alone` scanned one by one, the others joined."""
+    if not alone:  # cannot happen (the joined text's trouble is some text's); never loop
+        alone = set(range(len(texts)))
     found = {number: scan(texts[number], patterns) for number in alone}
     others = [number for number in range(len(texts)) if number not in alone]
-    if not alone:  # cannot happen (the joined text's trouble is some text's); never loop
-        others = []
-        found = dict(enumerate(scan(text, patterns) for text in texts))
     if others:
         for index, findings_of in _scan_joined([texts[n] for n in others], patterns, prefilter).items():
             found[others[index]] = findings_of
     return found
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _put(prefilter: Prefilter, subject: Subject, data: bytes, plans: Plans,

@@ -154,7 +154,7 @@ def _runs(text: str) -> list[tuple[int, int]]:
     """Where the runs of non-ASCII characters of a text are, as [start, end) character offsets.
     By Hyperscan when it is there and the text is long (a regular expression is slow here)."""
     automaton = _runs_automaton() if len(text) > LONG_TEXT else None
-    data = _utf8(text) if automaton is not None else None
+    data = utf8(text) if automaton is not None else None
     if automaton is None or data is None:
         return [run.span() for run in _NON_ASCII.finditer(text)]
     ends = automaton.ends(data)
@@ -173,7 +173,7 @@ def _runs(text: str) -> list[tuple[int, int]]:
     return runs
 
 
-def _utf8(text: str) -> bytes | None:
+def utf8(text: str) -> bytes | None:
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate (from a file read with surrogateescape)
@@ -253,7 +253,7 @@ def _spaced_hints(lines: str) -> list[int]:
     """Places (character offsets, ascending) on the lines where three single letters split by
     single spacers may be: every such line has one. By Hyperscan when it is there."""
     automaton = _spaced_by(lines)
-    data = _utf8(lines) if automaton is not None else None
+    data = utf8(lines) if automaton is not None else None
     if automaton is None or data is None:
         mapped = lines.encode("utf-8", "surrogatepass").translate(_LETTER_BYTES, _CONTINUATION_BYTES)
         singles = mapped.replace(b"aa", b"bb").replace(b"ba", b"bb")  # one byte per character
@@ -282,7 +282,7 @@ def strip_markup(lines: str) -> str:
         plain = _strip_tags(lines, _contains(lines, "-->", key=2))
     elif _contains(lines, "-->", key=2):
         plain = lines.replace("-->", " ")
-    if "*" in plain or "~" in plain or ("_" in plain and _contains(plain, "__")):
+    if "*" in plain or "~" in plain or "_" in plain:
         plain = _unemphasise(plain)
     return plain
 
@@ -344,7 +344,7 @@ def _unemphasise(text: str) -> str:
 def collapse(plain: str) -> str:
     """The flat view: every run of whitespace one space, none at the ends. On the UTF-8 bytes
     when it can be (twice as quick as splitting the text into words and joining them)."""
-    data = _utf8(plain)
+    data = utf8(plain)
     flat = collapse_bytes(data) if data is not None else None
     return flat.decode() if flat is not None else " ".join(plain.split())
 
