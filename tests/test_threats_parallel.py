@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -100,6 +101,27 @@ def test_a_part_a_helper_fails_on_is_scanned_here(caplog: pytest.LogCaptureFixtu
     assert found == [scan(text, patterns) for text in texts]
     assert parallel.last.helpers == 0
     assert "RuntimeError: a part this helper cannot scan" in caplog.text
+
+
+def _hangs_in_helpers(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
+    if str(os.getpid()) != os.environ["SENTIENT_TEST_PARENT"]:
+        time.sleep(30)
+    return [scan(text, patterns) for text in texts]
+
+
+@pytest.mark.usefixtures("helpers")
+def test_a_helper_silent_too_long_is_given_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(parallel, "ANSWER_SECONDS", 0.5)
+    patterns = PatternSet.load()
+    texts = corpus_texts()[:2000]
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="sentient.threats.parallel"):
+        found = parallel.scan_parts(texts, patterns, _hangs_in_helpers)
+    assert time.monotonic() - started < 20
+    assert found == [scan(text, patterns) for text in texts]
+    assert parallel.last.helpers == 0 and "no answer in 0 s" in caplog.text
 
 
 def test_no_helpers_when_set_to_none(monkeypatch: pytest.MonkeyPatch) -> None:

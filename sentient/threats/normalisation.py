@@ -174,6 +174,7 @@ def _runs(text: str) -> list[tuple[int, int]]:
 
 
 def utf8(text: str) -> bytes | None:
+    """The UTF-8 of a text, or None when it has none."""
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate (from a file read with surrogateescape)

@@ -316,12 +316,8 @@ def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helper
             if mine or pending:
                 number = mine.pop() if mine else pending.pop()
                 results[number] = work(parts[number], patterns)
-            waiting = not (mine or pending)
-            events = watch.select(timeout=ANSWER_SECONDS if waiting else 0) if any(h.sent for h in helpers) else []
-            if waiting and not events:  # nothing for ANSWER_SECONDS: the helpers are stuck
-                for helper in [helper for helper in helpers if helper.sent]:
-                    give_back(helper, HelperFailed(f"no answer in {ANSWER_SECONDS:.0f} s"))
-                continue
+            asked = any(helper.sent for helper in helpers)
+            events = watch.select(timeout=0 if mine or pending else ANSWER_SECONDS) if asked else []
             for key, _ in events:
                 helper = key.data
                 if helper not in helpers:  # given back since
@@ -339,7 +335,7 @@ def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helper
                     by_helpers += 1
                 quiet_since = time.monotonic()
                 feed(helper)
-            if not waiting and time.monotonic() - quiet_since > ANSWER_SECONDS:
+            if asked and not events and time.monotonic() - quiet_since >= ANSWER_SECONDS:  # they are stuck
                 for helper in [helper for helper in helpers if helper.sent]:
                     give_back(helper, HelperFailed(f"no answer in {ANSWER_SECONDS:.0f} s"))
                 quiet_since = time.monotonic()
