@@ -236,11 +236,22 @@ def _scanned(
     inputs: Iterator[tuple[str, str | None]], patterns: PatternSet
 ) -> Iterator[tuple[str, str | None, list[Finding]]]:
     """Each input with its findings, in order; scanned SCANNED_TOGETHER at a time, so that a
-    folder of many files is scanned as one batch would be (and by helper processes too)."""
-    while group := list(islice(inputs, SCANNED_TOGETHER)):
+    folder of many files is scanned as one batch would be (and by helper processes too). An
+    input that cannot be read stops it after the ones before it are reported."""
+    while True:
+        group: list[tuple[str, str | None]] = []
+        failure: SentientError | None = None
+        try:
+            group.extend(islice(inputs, SCANNED_TOGETHER))
+        except SentientError as error:
+            failure = error
         found = iter(scan_many([text for _, text in group if text is not None], patterns))
         for name, text in group:
             yield name, text, (next(found) if text is not None else [])
+        if failure is not None:
+            raise failure
+        if len(group) < SCANNED_TOGETHER:
+            return
 
 
 def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
