@@ -656,7 +656,8 @@ def test_the_title_is_judged_too(patterns: PatternSet, tmp_path: Path) -> None:
 
 EDGES = st.sampled_from(["\r\n", "\n\n", "  ", "\t", "~_", "_~", "~~_", "__~", "<b x-->", "<!-->", "--->", "<p\n>",
                          "Σ", "ΑΣ", "ΣΑ", "З", "İ", "\u212a", "a b c", "x.y.z", "é b c", "\u00a0", "\u2028", "\x85",
-                         "\U0001f469\u200d\U0001f469", "e\u0301", "ﬁ", "…", "&#105;", "&amp", "A B C"])  # fmt: skip
+                         "\U0001f469\u200d\U0001f469", "e\u0301", "ﬁ", "…", "&#105;", "&amp", "A B C",
+                         "é?", "?é", "é?é", "??"])  # fmt: skip
 
 
 @st.composite

@@ -320,6 +320,7 @@ def test_a_batch_of_long_texts_finds_what_each_alone_finds(accelerated: PatternS
 def test_hyperscan_finds_the_runs_and_spaced_letters_python_finds(text: str) -> None:
     text = text + " filler" * 400  # long enough for Hyperscan
     assert normalisation._runs(text) == [run.span() for run in re.finditer("[^\x00-\x7f]+", text)]
+    assert normalisation._runs(text + "?é?") == [run.span() for run in re.finditer("[^\x00-\x7f]+", text + "?é?")]
     joined = SPACED_AS_WRITTEN.sub(lambda match: re.sub(r"[ .*-]", "", match.group()), text)
     assert normalisation.join_spaced(text) == joined
 

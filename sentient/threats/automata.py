@@ -59,6 +59,21 @@ class Automaton:
         except hyperscan.error:
             return None
 
+    @classmethod
+    def of_literals(cls, literals: Sequence[bytes]) -> Automaton | None:
+        """An automaton that finds these byte strings, compiled here and not kept on disk (a
+        few literals compile in well under a millisecond); None without Hyperscan."""
+        if hyperscan is None:
+            return None
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        sources = [b"".join(b"\\x%02x" % byte for byte in literal) for literal in literals]
+        try:
+            database.compile(expressions=sources, ids=list(range(len(sources))), elements=len(sources),
+                             flags=[0] * len(sources))  # fmt: skip
+        except hyperscan.error:
+            return None
+        return cls(database)
+
     def ends(self, data: bytes) -> dict[int, list[int]]:
         """Where matches end in `data` (byte offsets, ascending), by expression number."""
         scratch = getattr(self._local, "scratch", None)
