@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from sentient.threats import (
     PatternSet,
     ThreatJudge,
     is_withheld,
+    normalisation,
     scan,
 )
 from sentient.threats.normalisation import (
@@ -673,6 +675,22 @@ def edgy_texts(draw: st.DrawFn) -> str:
 @given(edgy_texts())
 def test_views_of_edgy_texts_are_what_the_plain_steps_make(text: str) -> None:
     assert_views(text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(edgy_texts(), min_size=1, max_size=12), st.integers(1, 400))
+def test_a_long_text_made_in_pieces_has_the_views_of_the_plain_steps(texts: list[str], piece: int) -> None:
+    # Pieces of a few characters, so that tags, entities, runs and spaced letters meet their cuts.
+    with patch.object(normalisation, "PIECE_CHARS", piece):
+        assert_views("\n".join(texts))
+
+
+def test_a_tag_running_on_past_a_cut_is_stripped_whole_and_hidden_characters_kept_in_place() -> None:
+    text = "x" * 50 + "\n<b\n" + "y" * 50 + "\nend >\n" + "z\u200b" * 30 + "\n<p title='a\n" + "w" * 400 + " >\n"
+    for piece in (1, 10, 40, 60, 100):
+        with patch.object(normalisation, "PIECE_CHARS", piece):
+            assert_views(text)
+            assert_views(text.replace("<b", "&lt;b"))  # a tag from an entity, opened in one piece
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

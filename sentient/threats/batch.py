@@ -27,15 +27,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from sentient.threats import parallel
-from sentient.threats.normalisation import (
-    SEPARATOR,
-    characters,
-    clean,
-    join_spaced,
-    strip_markup,
-    unescape,
-    utf8,
-)
+from sentient.threats.normalisation import SEPARATOR, characters, utf8, views_of
 from sentient.threats.patterns import PatternSet
 from sentient.threats.prefilter import Prefilter, Subject
 from sentient.threats.scan import Finding, Plan, findings, python_only, scan
@@ -90,17 +82,14 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         return dict(enumerate(scan(text, patterns) for text in texts))
     if joined.count("\x00") != len(texts) - 1:  # a text holds a NUL
         return _apart(texts, {number for number, text in enumerate(texts) if "\x00" in text}, patterns, prefilter)
-    raw = unescape(joined)
+    raw, lines, plain, hidden_at, cased = views_of(joined)
     raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
-    lines, hidden_at, cased = clean(raw)
     if prefilter.as_written(cased):  # rare (İ, the Kelvin sign: see Prefilter.starts): those texts alone
         odd = {char for char in cased if prefilter.as_written(frozenset(char))}
         cleaned = lines.split(SEPARATOR) if lines is not raw else raws
         alone = {number for number, (text, clean_text) in enumerate(zip(raws, cleaned, strict=True))
                  if any(char in text or char in clean_text for char in odd)}  # fmt: skip
         return _apart(texts, alone, patterns, prefilter)
-    lines = join_spaced(lines)
-    plain = strip_markup(lines)
     views = Normalised.of_views(joined, raw, lines, plain, hidden_at, cased)
     plans: Plans = {}
     pieces: dict[int, list[tuple[Subject, bytes]]] = {}  # by text: its subjects' UTF-8, for its views

@@ -21,6 +21,7 @@ lower-casing sees a line break at a text's ends just as it sees the start or end
 from __future__ import annotations
 
 import html
+import operator
 import re
 import unicodedata
 from functools import lru_cache
@@ -102,6 +103,10 @@ TAG = re.compile(r"<!--|-->|</?([a-zA-Z][a-zA-Z0-9]*)\b[^<>]{0,300}>")
 # TAG's matches that start with '<', never across a NUL (no text has one: see SEPARATOR).
 # Starting with a literal character, it is found much faster than TAG.
 _OPENING_TAG = re.compile(r"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>\x00]{0,300}>)")
+# Where a tag that may run on past a line break starts, and how far past its name it may reach
+# (the 300 of TAG).
+_TAG_NAME = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b")
+TAG_REACH = 300
 INLINE_TAGS = {"b", "i", "u", "s", "em", "strong", "span", "mark", "small", "sup", "sub", "font", "code",
                "kbd", "del", "ins", "a", "abbr", "q", "tt", "strike"}  # fmt: skip
 EMPHASIS = re.compile(r"\*\**|~~|__+")
@@ -112,6 +117,84 @@ _WIDE_SPACE_BYTES = re.compile(
     b"|".join(re.escape(chr(code).encode()) for code in range(0x80, 0x3001) if chr(code).isspace())
 )
 _ASCII_BYTES = bytes(range(0x80))
+
+
+# A text longer than twice this many characters is made into views in pieces (see `views_of`).
+PIECE_CHARS = 8192
+
+Views = tuple[str, str, str, tuple[int, ...], frozenset[str]]  # raw, lines, plain, hidden_at, cased
+
+
+def views_of(text: str) -> Views:
+    """The raw, lines and plain views of a text, where the invisible characters of raw are, and
+    the characters `clean` says lower-casing changes: every step above, in order.
+
+    A long text is taken in pieces of about PIECE_CHARS characters, each ending with a line
+    break: a long text holds every kind of markup somewhere and each step then passes over all
+    of it, where a piece holds few kinds and skips the others; and a piece of ASCII is stored a
+    byte a character, when one emoji makes Python store a whole text four. The views are the
+    pieces' views joined, as every step works within a line, but tags: pieces are stripped of
+    their markup together while a tag may run on from one into the next."""
+    if len(text) <= 2 * PIECE_CHARS:
+        return _views(text)
+    pieces = _pieces(text)
+    raws: list[str] = []
+    lines: list[str] = []
+    hidden: list[int] = []
+    cased = _NONE
+    done = 0  # characters of raw so far
+    for piece in pieces:
+        raw = unescape(piece)
+        cleaned, hidden_at, cased_here = clean(raw)
+        raws.append(raw)
+        lines.append(join_spaced(cleaned))
+        hidden += [done + at for at in hidden_at]
+        cased |= cased_here
+        done += len(raw)
+    plains: list[str] = []
+    unchanged = True
+    together: list[str] = []
+    reach = -1  # how many more characters a tag begun and not ended may take (none: below 0)
+    for number, piece in enumerate(lines, 1):
+        together.append(piece)
+        opening = piece.rfind("<")  # a tag holds no '<' or '>' but its own two
+        if opening != -1:
+            tag = _TAG_NAME.match(piece, opening)
+            if tag is None or piece.find(">", opening) != -1:
+                reach = -1
+            else:
+                reach = TAG_REACH - (len(piece) - tag.end())
+        elif reach >= 0:
+            reach = -1 if ">" in piece else reach - len(piece)
+        if reach < 0 or number == len(lines):
+            stripped = strip_markup(chunk := together[0] if len(together) == 1 else "".join(together))
+            plains.append(stripped)
+            unchanged = unchanged and stripped is chunk
+            together = []
+    raw = text if all(map(operator.is_, raws, pieces)) else "".join(raws)
+    cleaned = raw if all(map(operator.is_, lines, raws)) else "".join(lines)
+    return raw, cleaned, cleaned if unchanged else "".join(plains), tuple(hidden), cased
+
+
+def _views(text: str) -> Views:
+    raw = unescape(text)
+    lines, hidden_at, cased = clean(raw)
+    lines = join_spaced(lines)
+    return raw, lines, strip_markup(lines), hidden_at, cased
+
+
+def _pieces(text: str) -> list[str]:
+    """The text cut after the first line break at or past every PIECE_CHARS characters."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        cut = text.find("\n", start + PIECE_CHARS) + 1
+        if not cut:
+            break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
 
 
 def unescape(text: str) -> str:

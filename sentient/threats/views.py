@@ -12,15 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from sentient.threats.normalisation import (
-    clean,
-    collapse,
-    collapse_bytes,
-    join_spaced,
-    lower_bytes,
-    strip_markup,
-    unescape,
-)
+from sentient.threats.normalisation import collapse, collapse_bytes, lower_bytes, views_of
 
 VIEWS = ("flat", "lines", "raw")
 # Bumped when normalisation changes what a pattern can match; part of every fingerprint.
@@ -80,10 +72,8 @@ class Normalised:
                  "_encoded", "_words", "_blocks", "_flat", "_found", "_holding_by_view")  # fmt: skip
 
     def __init__(self, text: str, vocabulary: frozenset[bytes] | None = None, *, indexed: bool = True) -> None:
-        raw = unescape(text)
-        lines, hidden_at, cased = clean(raw)
-        lines = join_spaced(lines)
-        self._set(text, raw, lines, strip_markup(lines), hidden_at, cased, vocabulary, indexed)
+        raw, lines, plain, hidden_at, cased = views_of(text)
+        self._set(text, raw, lines, plain, hidden_at, cased, vocabulary, indexed)
 
     @classmethod
     def of_views(
