@@ -317,8 +317,8 @@ def test_a_batch_of_long_texts_finds_what_each_alone_finds(accelerated: PatternS
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edgy_texts())
-def test_hyperscan_finds_the_runs_and_spaced_letters_python_finds(text: str) -> None:
-    text = text + " filler" * 400  # long enough for Hyperscan
+def test_the_runs_and_spaced_letters_of_long_texts_are_what_python_finds(text: str) -> None:
+    text = text + " filler" * 400  # long enough for Hyperscan (spaced letters)
     assert normalisation._runs(text) == [run.span() for run in re.finditer("[^\x00-\x7f]+", text)]
     assert normalisation._runs(text + "?é?") == [run.span() for run in re.finditer("[^\x00-\x7f]+", text + "?é?")]
     joined = SPACED_AS_WRITTEN.sub(lambda match: re.sub(r"[ .*-]", "", match.group()), text)

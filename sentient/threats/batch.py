@@ -3,7 +3,7 @@
 A note of a hundred bytes costs a scan more in Python calls (views, Hyperscan, lookups) than in
 scanning, and a file of a few kilobytes still pays each normalisation step and each Hyperscan
 database once. `scan_many` pays those once per batch instead: the texts are joined by SEPARATOR,
-the views of the joined text are made with a few passes over one long string (each step of
+the views of the joined text are made once (normalisation.views_of, in pieces: each step of
 normalisation.py gives, for texts joined by SEPARATOR, their own views joined by it), and
 Hyperscan runs once per view. A match it reports is put to the text it lies in (no rewrite
 matches the NUL of a separator, so none runs from one text into the next); only the texts with
@@ -82,7 +82,7 @@ def _scan_joined(texts: Sequence[str], patterns: PatternSet, prefilter: Prefilte
         return dict(enumerate(scan(text, patterns) for text in texts))
     if joined.count("\x00") != len(texts) - 1:  # a text holds a NUL
         return _apart(texts, {number for number, text in enumerate(texts) if "\x00" in text}, patterns, prefilter)
-    raw, lines, plain, hidden_at, cased = views_of(joined)
+    raw, lines, plain, hidden_at, cased = views_of(joined, joined=True)
     raws = raw.split(SEPARATOR) if raw is not joined else list(texts)
     if prefilter.as_written(cased):  # rare (İ, the Kelvin sign: see Prefilter.starts): those texts alone
         odd = {char for char in cased if prefilter.as_written(frozenset(char))}

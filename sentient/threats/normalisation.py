@@ -1,4 +1,4 @@
-"""Normalisation: the steps that make the views of a text (views.py), each over a whole string.
+"""Normalisation: the steps that make the views of a text (views.py).
 
 A pattern sees a text the way a model would read it, not the way it is spelled. The steps, in
 order: HTML entities decoded (`unescape`: the raw view); invisible characters removed, Unicode
@@ -6,16 +6,19 @@ tags decoded, NFKC, look-alike letters folded to Latin (`clean`) and letter-spac
 (`join_spaced`): the lines view; HTML tags, comment markers and emphasis dropped
 (`strip_markup`): the plain view; whitespace collapsed: the flat view.
 
-Speed comes from a few passes of C over the whole string and Python only where a step can
-change something: invisible characters, NFKC and look-alikes are all non-ASCII, so only the
+Speed comes from a few passes of C over the string and Python only where a step can change
+something: invisible characters, NFKC and look-alikes are all non-ASCII, so only the
 non-ASCII runs of a text are touched (ASCII is NFKC-stable and no composition pairs an ASCII
 character with the one before it, so normalising runs one by one gives the same text as
 normalising the whole), and a run already seen is looked up, not worked out again;
-letter-spaced words are joined only on lines that hold three single letters in a row.
+letter-spaced words are joined only on lines that hold three single letters in a row. A long
+text is taken in pieces of a few thousand characters (`views_of`), so that each step works
+only on the pieces that hold what it changes.
 
 Every step gives the same text for texts joined by SEPARATOR as for each text alone, joined
-by it (batch.py relies on that): each works within a line, or (tags) never across a NUL, and
-lower-casing sees a line break at a text's ends just as it sees the start or end of a string.
+by it (batch.py relies on that): each works within a line, but tags, which in a joined text
+(`joined=True`) never run across a NUL; and lower-casing sees a line break at a text's ends just
+as it sees the start or end of a string.
 """
 
 from __future__ import annotations
@@ -87,10 +90,11 @@ _LETTER_BYTES = bytes(
 _SPACED_HINT = re.compile(rb"[au] [au] [au]")
 _SPACED_MIDDLE = re.compile(rb" a a(?!a)")  # in ASCII text: the last two of three single letters
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
-# From this many characters on, Hyperscan finds spaced letters and letters to lower-case quicker
-# than Python.
+# From this many characters (bytes, for letters to lower-case) on, Hyperscan finds spaced letters
+# and letters to lower-case quicker than Python.
 LONG_TEXT = 2048
 MANY_CASED = 8  # with more non-ASCII characters that lower-casing changes, lower-case as text
+FEW_CASED = 2048  # found one by one by Hyperscan while they are at most one byte in this many
 # The same as bytes of UTF-8, for Hyperscan: a single letter (an ASCII one after no ASCII letter,
 # or the last byte of any other character), a spacer, a letter alone, a spacer, and a letter not
 # followed by an ASCII one (or the first byte of any other character).
@@ -98,15 +102,17 @@ _SPACED_BYTES = (
     rb"(?:(?:^|[^a-zA-Z])[a-zA-Z]|[\x80-\xbf])[ .*\-](?:[a-zA-Z]|[\xc0-\xff][\x80-\xbf]{1,3})[ .*\-]"
     rb"(?:[a-zA-Z](?:[^a-zA-Z]|$)|[\xc0-\xff])"
 )
-# HTML tags and comment markers; inline formatting tags vanish, others become a space.
-TAG = re.compile(r"<!--|-->|</?([a-zA-Z][a-zA-Z0-9]*)\b[^<>]{0,300}>")
-# TAG's matches that start with '<', never across a NUL (no text has one: see SEPARATOR).
-# Starting with a literal character, it is found much faster than TAG.
-_OPENING_TAG = re.compile(r"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>\x00]{0,300}>)")
-# Where a tag that may run on past a line break starts, and how far past its name it may reach
-# (the 300 of TAG).
-_TAG_NAME = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b")
+# HTML tags and comment markers; inline formatting tags vanish, others become a space. A tag
+# holds at most TAG_REACH characters after its name.
 TAG_REACH = 300
+TAG = re.compile(rf"<!--|-->|</?([a-zA-Z][a-zA-Z0-9]*)\b[^<>]{{0,{TAG_REACH}}}>")
+# TAG's matches that start with '<': starting with a literal character, they are found much
+# faster. In texts joined by SEPARATOR, none runs across a NUL (from one text into the next;
+# texts are joined only when none of them holds a NUL).
+_OPENING_TAG = re.compile(rf"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>]{{0,{TAG_REACH}}}>)")
+_OPENING_TAG_JOINED = re.compile(rf"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>\x00]{{0,{TAG_REACH}}}>)")
+# Where a tag that may run on past a line break starts (see `views_of`).
+_TAG_NAME = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b")
 INLINE_TAGS = {"b", "i", "u", "s", "em", "strong", "span", "mark", "small", "sup", "sub", "font", "code",
                "kbd", "del", "ins", "a", "abbr", "q", "tt", "strike"}  # fmt: skip
 EMPHASIS = re.compile(r"\*\**|~~|__+")
@@ -125,18 +131,20 @@ PIECE_CHARS = 8192
 Views = tuple[str, str, str, tuple[int, ...], frozenset[str]]  # raw, lines, plain, hidden_at, cased
 
 
-def views_of(text: str) -> Views:
+def views_of(text: str, joined: bool = False) -> Views:
     """The raw, lines and plain views of a text, where the invisible characters of raw are, and
-    the characters `clean` says lower-casing changes: every step above, in order.
+    the characters `clean` says lower-casing changes: every step above, in order. `joined`: the
+    text is texts joined by SEPARATOR (see `strip_markup`).
 
-    A long text is taken in pieces of about PIECE_CHARS characters, each ending with a line
-    break: a long text holds every kind of markup somewhere and each step then passes over all
-    of it, where a piece holds few kinds and skips the others; and a piece of ASCII is stored a
-    byte a character, when one emoji makes Python store a whole text four. The views are the
-    pieces' views joined, as every step works within a line, but tags: pieces are stripped of
-    their markup together while a tag may run on from one into the next."""
+    A long text is taken in pieces of about PIECE_CHARS characters, each but the last ending
+    with a line break ("\\n"): a long text holds every kind of markup somewhere, so each step
+    would work over all of it, where a piece holds few kinds and each step does its work only on
+    the pieces that need it (a quick check in C still looks at every piece); and a piece of ASCII
+    is stored a byte a character, when one emoji makes Python store a whole text four. The views
+    are the pieces' views joined, as every step works within a line, but tags: pieces are
+    stripped of their markup together while a tag may run on from one into the next."""
     if len(text) <= 2 * PIECE_CHARS:
-        return _views(text)
+        return _views(text, joined)
     pieces = _pieces(text)
     raws: list[str] = []
     lines: list[str] = []
@@ -167,7 +175,7 @@ def views_of(text: str) -> Views:
         elif reach >= 0:
             reach = -1 if ">" in piece else reach - len(piece)
         if reach < 0 or number == len(lines):
-            stripped = strip_markup(chunk := together[0] if len(together) == 1 else "".join(together))
+            stripped = strip_markup(chunk := together[0] if len(together) == 1 else "".join(together), joined)
             plains.append(stripped)
             unchanged = unchanged and stripped is chunk
             together = []
@@ -176,11 +184,11 @@ def views_of(text: str) -> Views:
     return raw, cleaned, cleaned if unchanged else "".join(plains), tuple(hidden), cased
 
 
-def _views(text: str) -> Views:
+def _views(text: str, joined: bool) -> Views:
     raw = unescape(text)
     lines, hidden_at, cased = clean(raw)
     lines = join_spaced(lines)
-    return raw, lines, strip_markup(lines), hidden_at, cased
+    return raw, lines, strip_markup(lines, joined), hidden_at, cased
 
 
 def _pieces(text: str) -> list[str]:
@@ -234,37 +242,23 @@ _NONE: frozenset[str] = frozenset()
 def _runs(text: str) -> list[tuple[int, int]]:
     """Where the runs of non-ASCII characters of a text are, as [start, end) character offsets.
 
-    Encoded as ASCII with "?" for every other character, the text keeps its offsets; with every
-    "?" made 1 and every other byte 0, runs start and end where memchr finds them. A run of "?"s
-    that holds a "?" of the text itself is cut there."""
-    marked = text.encode("ascii", "replace").translate(_MARKS)
+    Encoded as ASCII with "?" for every other character (its own "?"s made "\\x01" first), the
+    text keeps its offsets; with every "?" made 1 and every other byte 0, runs start and end
+    where memchr finds them."""
+    marked = text.replace("?", "\x01") if "?" in text else text
+    flags = marked.encode("ascii", "replace").translate(_MARKS)
     runs: list[tuple[int, int]] = []
-    start = marked.find(1)
+    start = flags.find(1)
     while start != -1:
-        end = marked.find(0, start)
+        end = flags.find(0, start)
         if end == -1:
-            end = len(marked)
-        if "?" in text[start:end]:
-            runs += _unquestioned(text, start, end)
-        else:
-            runs.append((start, end))
-        start = marked.find(1, end)
+            end = len(flags)
+        runs.append((start, end))
+        start = flags.find(1, end)
     return runs
 
 
-_MARKS = bytes(1 if byte == 63 else 0 for byte in range(256))  # '?' (every non-ASCII character too)
-
-
-def _unquestioned(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The runs of non-ASCII characters in text[start:end], which holds those and "?"s only."""
-    runs: list[tuple[int, int]] = []
-    while start < end:
-        mark = text.find("?", start, end)
-        stop = end if mark == -1 else mark
-        if stop > start:
-            runs.append((start, stop))
-        start = stop + 1
-    return runs
+_MARKS = bytes(1 if byte == 63 else 0 for byte in range(256))  # '?': a character outside ASCII
 
 
 def utf8(text: str) -> bytes | None:
@@ -364,12 +358,13 @@ def _spaced_automaton() -> Automaton | None:
     return Automaton.build((_SPACED_BYTES,), prefilter=False)
 
 
-def strip_markup(lines: str) -> str:
+def strip_markup(lines: str, joined: bool = False) -> str:
     """The plain view: HTML tags and comment markers removed (inline formatting tags vanish,
-    others become a space), then emphasis marks."""
+    others become a space), then emphasis marks. `joined`: the text is texts joined by
+    SEPARATOR, whose tags do not run from one into the next."""
     plain = lines
     if "<" in lines:
-        plain = _strip_tags(lines, _contains(lines, "-->", key=2))
+        plain = _strip_tags(lines, _contains(lines, "-->", key=2), _OPENING_TAG_JOINED if joined else _OPENING_TAG)
     elif _contains(lines, "-->", key=2):
         plain = lines.replace("-->", " ")
     if "*" in plain or "~" in plain or "_" in plain:
@@ -397,15 +392,15 @@ def _contains(text: str, mark: str, key: int = 0) -> bool:
     return mark in text
 
 
-def _strip_tags(text: str, comment_ends: bool) -> str:
-    """TAG's substitution, quicker: the matches starting with '<' are found on their own (none
-    holds another '<', and no "-->" holds one), and a "-->" (`comment_ends`: there are some)
-    counts where none of them covers it."""
+def _strip_tags(text: str, comment_ends: bool, opening: re.Pattern[str]) -> str:
+    """TAG's substitution, quicker: the matches starting with '<' (`opening`) are found on their
+    own (none holds another '<', and no "-->" holds one), and a "-->" (`comment_ends`: there are
+    some) counts where none of them covers it."""
     if not comment_ends:
-        return _OPENING_TAG.sub(_untag, text)
+        return opening.sub(_untag, text)
     parts: list[str] = []
     done = 0
-    for tag in _OPENING_TAG.finditer(text):
+    for tag in opening.finditer(text):
         parts += [text[done : tag.start()].replace("-->", " "), _untag(tag)]
         done = tag.end()
     parts.append(text[done:].replace("-->", " "))
@@ -464,16 +459,17 @@ def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
         return data
     chars = tuple(sorted(cased))
     automaton = _letters_automaton(chars) if len(data) > LONG_TEXT else None
-    if automaton is None:
+    # Each replace is a pass at about a nanosecond a byte (5 ms in 5 MB). Hyperscan finds all the
+    # letters in one pass, but calls back into Python for each (about a microsecond): it is
+    # asked first, and gives up for a text where they are more than one byte in FEW_CASED.
+    found = automaton.ends_up_to(data, len(data) // FEW_CASED) if automaton is not None else None
+    if found is None:
         for char in chars:
             data = data.replace(char.encode(), char.lower().encode())
         return data
-    # Each replace is a pass at about a nanosecond a byte (5 ms in 5 MB), where Hyperscan finds
-    # all the letters at once in a fraction of that. (UTF-8 characters never overlap.)
-    found = sorted((end, number) for number, ends in automaton.ends(data).items() for end in ends)
     parts: list[bytes] = []
     done = 0
-    for end, number in found:
+    for end, number in sorted(found):  # UTF-8 characters never overlap
         char = chars[number]
         parts += [data[done : end - len(char.encode())], char.lower().encode()]
         done = end
