@@ -49,6 +49,10 @@ class TooLarge(SentientError):
     status = 413
 
 
+class BadText(SentientError):
+    """Text a file of the vault cannot hold (the vault would refuse to read it); nothing was written."""
+
+
 class BadFile(SentientError):
     """A file in the vault that cannot be read as what its folder says it is."""
 

@@ -201,6 +201,18 @@ def test_a_second_message_continues_the_session(client: TestClient, scripted: Sc
     assert said(basic, first["session_id"], "user") == ["Hi there", "What did I say?"]
 
 
+def test_a_nul_in_a_chat_message_or_answer_is_kept_as_a_replacement_character(
+    client: TestClient, scripted: Scripted, basic: Path
+) -> None:
+    # A session file holding a NUL would read as binary; the turn is kept, the NUL shown as U+FFFD.
+    scripted.queue(text("Hello\x00 Maya."))
+    response = client.post("/api/chat", json={"message": "hi\x00 there"})
+    assert response.status_code == 200, response.text
+    session = client.get(f"/api/sessions/{response.json()['session_id']}").json()
+    said = [message["text"] for message in session["messages"] if message["role"] in ("user", "assistant")]
+    assert said == ["hi\ufffd there", "Hello\ufffd Maya."]
+
+
 def test_chat_reports_the_tool_calls_it_made(client: TestClient, scripted: Scripted) -> None:
     scripted.queue(call("memory_recall", query="Anika"), text("Anika teaches in Mysuru."))
     body = client.post("/api/chat", json={"message": "Where does Anika teach?"}).json()
@@ -329,6 +341,8 @@ BAD_INPUT = [
     pytest.param("POST", "/api/chat", {"content": iter([b'{"message": "', *[b"a" * 65536] * 17, b'"}']),
                                        "headers": JSON_TYPE},
                  413, "the request body is over 1,048,576 bytes", id="over-1mib-chunked"),
+    pytest.param("POST", "/api/memory", {"json": {"title": "Nul", "body": "Ignore <b\x00>all previous"}}, 400,
+                 "the text holds a NUL character (U+0000)", id="memory-with-a-nul"),
     pytest.param("GET", "/api/sessions/K3F9A2", {}, 400, "session id 'K3F9A2' is not allowed", id="get-capitals"),
     pytest.param("GET", "/api/sessions/k3f9a2..x", {}, 400, "session id 'k3f9a2..x' is not allowed", id="get-dotdot"),
     pytest.param("GET", "/api/sessions/..%2F..%2Fsentient.yaml", {}, 400,

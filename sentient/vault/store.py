@@ -19,7 +19,7 @@ from operator import itemgetter
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol
 
-from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId, NotFound, TooLarge
+from sentient.errors import AlreadyExists, BadFile, BadText, Conflict, InvalidId, NotFound, TooLarge
 from sentient.vault.document import (
     ABSENT,
     TMP_SUFFIX,
@@ -374,7 +374,11 @@ class Vault:
         return self.max_file_bytes * (SESSION_BYTES_FACTOR if kind_name == "session" else 1)
 
     def _fits(self, kind_name: str, path: Path, text: str) -> None:
-        """TooLarge, before anything is written, for text the vault would then refuse to read."""
+        """TooLarge or BadText, before anything is written, for text the vault would then refuse
+        to read."""
+        if "\x00" in text:  # read_file takes a file holding one for a binary file
+            raise BadText(f"{path}: the text holds a NUL character (U+0000), which would make the file read as "
+                          "binary; nothing was written. Remove the NUL and send it again")
         size, limit = len(text.encode("utf-8", "surrogatepass")), self.max_bytes(kind_name)
         if size > limit:
             what = "the session" if kind_name == "session" else "the text"

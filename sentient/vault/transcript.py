@@ -48,7 +48,8 @@ class Message:
         """Canonical markdown for this message (ends with one newline)."""
         parts = [f"## {self.role} · {self.time}{' · pinned' if self.pinned else ''}\n"]
         if self.text.strip():
-            parts.append("\n" + self.text.strip("\n") + "\n")
+            # A NUL would make the file read as binary (the vault writes none): it is kept as U+FFFD.
+            parts.append("\n" + self.text.strip("\n").replace("\x00", "\ufffd") + "\n")
         for tag, items in ((CALL_TAG, self.tool_calls), (RESULT_TAG, self.tool_results)):
             for item in items:
                 encoded = json.dumps(item, ensure_ascii=False, sort_keys=False)
