@@ -23,8 +23,9 @@ scanned alone.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
 
 from sentient.threats import parallel
 from sentient.threats.normalisation import SEPARATOR, characters, utf8, views_of
@@ -56,22 +57,26 @@ def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]
         return [scan(text, patterns) for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
     lengths = list(map(len, texts))
-    ascii_texts: list[int] = []  # their numbers
-    wide_texts: list[int] = []  # short texts with characters outside ASCII
-    for number, (length, is_ascii) in enumerate(zip(lengths, map(str.isascii, texts), strict=True)):
-        if length > (LONE_TEXT if is_ascii else WIDE_TEXT):
+    is_ascii = list(map(str.isascii, texts))
+    ascii_texts = list(compress(range(len(texts)), is_ascii))  # their numbers
+    wide_texts = list(compress(range(len(texts)), map(operator.not_, is_ascii)))  # outside ASCII too
+    if lengths and max(lengths) > WIDE_TEXT:  # some are scanned alone
+        alone = {number for number, length in enumerate(lengths)
+                 if length > (LONE_TEXT if is_ascii[number] else WIDE_TEXT)}  # fmt: skip
+        for number in sorted(alone):
             found[number] = scan(texts[number], patterns)
-        else:
-            (ascii_texts if is_ascii else wide_texts).append(number)
+        ascii_texts = [number for number in ascii_texts if number not in alone]
+        wide_texts = [number for number in wide_texts if number not in alone]
     for numbers in (ascii_texts, wide_texts):
-        start, size = 0, 0
-        for at, number in enumerate(numbers):  # in batches of about JOINED_CHARS characters
-            size += lengths[number]
-            if size >= JOINED_CHARS or at == len(numbers) - 1:
-                batch = numbers[start : at + 1]
-                for index, findings_of in _scan_joined([texts[n] for n in batch], patterns, prefilter).items():
-                    found[batch[index]] = findings_of
-                start, size = at + 1, 0
+        ends = list(accumulate(lengths[number] for number in numbers))  # characters up to each text
+        start = 0
+        while start < len(numbers):  # in batches of about JOINED_CHARS characters
+            before = ends[start - 1] if start else 0
+            stop = min(bisect.bisect_left(ends, before + JOINED_CHARS, start), len(numbers) - 1) + 1
+            batch = numbers[start:stop]
+            for index, findings_of in _scan_joined([texts[n] for n in batch], patterns, prefilter).items():
+                found[batch[index]] = findings_of
+            start = stop
     return found
 
 
