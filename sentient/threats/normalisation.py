@@ -90,11 +90,14 @@ _LETTER_BYTES = bytes(
 _SPACED_HINT = re.compile(rb"[au] [au] [au]")
 _SPACED_MIDDLE = re.compile(rb" a a(?!a)")  # in ASCII text: the last two of three single letters
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
-# From this many characters (bytes, for letters to lower-case) on, Hyperscan finds spaced letters
-# and letters to lower-case quicker than Python.
+# From this many characters on, Hyperscan finds spaced letters quicker than Python.
 LONG_TEXT = 2048
 MANY_CASED = 8  # with more non-ASCII characters that lower-casing changes, lower-case as text
-FEW_CASED = 2048  # found one by one by Hyperscan while they are at most one byte in this many
+# In a text of more bytes than this, those letters are looked for by Hyperscan first (a replace a
+# letter costs more there than a Hyperscan pass), and found one by one while they are at most one
+# byte in FEW_CASED.
+LETTERS_BY_HYPERSCAN = 65_536
+FEW_CASED = 2048
 # The same as bytes of UTF-8, for Hyperscan: a single letter (an ASCII one after no ASCII letter,
 # or the last byte of any other character), a spacer, a letter alone, a spacer, and a letter not
 # followed by an ASCII one (or the first byte of any other character).
@@ -458,7 +461,7 @@ def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
     if not cased:
         return data
     chars = tuple(sorted(cased))
-    automaton = _letters_automaton(chars) if len(data) > LONG_TEXT else None
+    automaton = _letters_automaton(chars) if len(data) > LETTERS_BY_HYPERSCAN else None
     # Each replace is a pass at about a nanosecond a byte (5 ms in 5 MB). Hyperscan finds all the
     # letters in one pass, but calls back into Python for each (about a microsecond): it is
     # asked first, and gives up for a text where they are more than one byte in FEW_CASED.
