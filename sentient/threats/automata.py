@@ -77,9 +77,6 @@ class Automaton:
     def ends_up_to(self, data: bytes, most: int) -> list[tuple[int, int]] | None:
         """Where matches end in `data`, as (byte offset, expression number) in order; None as
         soon as there are more than `most` of them (each costs a call back into Python)."""
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = hyperscan.Scratch(self._database)
         found: list[tuple[int, int]] = []
 
         def collect(number: int, start: int, end: int, flags: int, context: object) -> bool:
@@ -87,23 +84,27 @@ class Automaton:
             return len(found) > most  # stops the scan
 
         try:
-            self._database.scan(data, match_event_handler=collect, scratch=scratch)
+            self._database.scan(data, match_event_handler=collect, scratch=self._scratch())
         except hyperscan.ScanTerminated:
             return None
         return found
 
     def ends(self, data: bytes) -> dict[int, list[int]]:
         """Where matches end in `data` (byte offsets, ascending), by expression number."""
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = hyperscan.Scratch(self._database)
         found: dict[int, list[int]] = {}
 
         def collect(number: int, start: int, end: int, flags: int, context: object) -> None:
             found.setdefault(number, []).append(end)
 
-        self._database.scan(data, match_event_handler=collect, scratch=scratch)
+        self._database.scan(data, match_event_handler=collect, scratch=self._scratch())
         return found
+
+    def _scratch(self) -> Any:
+        """This thread's scratch space for the database (Hyperscan's scans may not share one)."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(self._database)
+        return scratch
 
 
 def compiles(sources: Sequence[bytes], prefilter: bool = True, caseless: Sequence[bool] = ()) -> bool:
