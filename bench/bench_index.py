@@ -318,7 +318,7 @@ WHY = """Why, measured with cProfile and by timing each stage alone (second tabl
   INSERT ... SELECT from json_each per batch was slower; reading in two processes was 1.4× faster
   for the reading alone, which bounds the whole at about 2× faster (5-8× the floor).
 - **The threat judge** the app indexes with (last column) adds 60-180 µs a file: the sync judges
-  500 files at a time with `scan_many` (issue 3; see the Threats section). Once the index holds a
+  up to 5,000 files or 4 MB at a time with `scan_many` (issue 3; see the Threats section). Once the index holds a
   file's judgment, any later process takes a clean one from it as a cache lookup.
 - **No-change sync: met.** `Vault.walk_folders` decides each folder's kind once, keeps paths as
   text and stats each file as scandir lists it (0.9-1.3× the stat floor). The index stores, per

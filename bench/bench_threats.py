@@ -20,7 +20,9 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sentient.index import JUDGED_BYTES, JUDGED_TOGETHER  # noqa: E402
 from sentient.threats import CLASSES, PatternSet, ThreatJudge, parallel, scan, scan_many  # noqa: E402
 from sentient.vault.document import Document  # noqa: E402
 
@@ -47,7 +50,7 @@ NOTES = [
     "",
     "- **How to read the throughput rows.** Judging text in bulk is a vault's entries when its index is built, "
     "or all of them again when the pattern set changes; both go through `ThreatJudge.judge_many` and "
-    "`scan_many`, the batch rows ('this process alone' on one core; a batch of 40,000 characters or more is "
+    "`scan_many`, the batch rows ('this process alone' on one core; a batch of 200,000 characters or more is "
     "also shared with helper processes, sentient/threats/parallel.py, one on this 2-CPU machine). One text "
     "at a time is `scan()`: a file of a few kilobytes, and one long text. A single `scan()` of a note pays "
     "for its calls whatever the note holds: about 20 µs for 96 bytes, which is what one write of a memory "
@@ -230,7 +233,18 @@ def documents(target: int, size: int, seed: int = 7) -> list[str]:
     return docs
 
 
-BATCH = 5000  # texts per scan_many call (an index sync judges 500 files at a time; a new pattern set, all)
+def index_batches(docs: list[str]) -> list[list[str]]:
+    """The texts cut into batches as an index sync judges files: JUDGED_TOGETHER of them, or
+    fewer holding JUDGED_BYTES (sentient/index/schema.py)."""
+    found: list[list[str]] = [[]]
+    size = 0
+    for doc in docs:
+        if len(found[-1]) >= JUDGED_TOGETHER or size >= JUDGED_BYTES:
+            found.append([])
+            size = 0
+        found[-1].append(doc)
+        size += len(doc.encode())
+    return found
 
 
 def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]:
@@ -248,15 +262,17 @@ def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]
     long_text = "\n\n".join(entries)
     helpers = parallel.helper_count() if parallel.start() else 0
     for _, way in ways:  # each helper loads the set (and compiles its expressions) before the timing
-        scan_many(entries[:BATCH], way)
-        scan_many(files[:500], way)
+        scan_many(entries[:JUDGED_TOGETHER], way)
+        scan_many(files[:1000], way)
+    by_index = {id(docs): index_batches(docs) for docs in (entries, files)}
 
     def batches(docs: list[str], p: PatternSet, with_helpers: bool) -> object:
-        return [scan_many(docs[n : n + BATCH], p, helpers=with_helpers) for n in range(0, len(docs), BATCH)]
+        return [scan_many(batch, p, helpers=with_helpers) for batch in by_index[id(docs)]]
 
-    alone = f"`scan_many()` in batches of {BATCH:,} (`ThreatJudge.judge_many`), this process alone"
+    alone = (f"`scan_many()` in batches as an index sync judges them ({JUDGED_TOGETHER:,} files or "
+             f"{JUDGED_BYTES / 1e6:g} MB), this process alone")  # fmt: skip
     shared = f"the same, with {helpers} helper process{'es' if helpers != 1 else ''} (parallel.py)"
-    rows: list[tuple[str, list[str], Callable[[PatternSet], object]]] = [
+    rows: list[tuple[str, list[str], Callable[[PatternSet], object] | None]] = [
         ("entry-sized, `scan()` per note", entries, lambda p: [scan(doc, p) for doc in entries]),
         (f"entry-sized, {alone}", entries, lambda p: batches(entries, p, False)),
         (f"entry-sized, {shared}", entries, lambda p: batches(entries, p, True)),
@@ -264,18 +280,46 @@ def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]
         (f"file-sized, {alone}", files, lambda p: batches(files, p, False)),
         (f"file-sized, {shared}", files, lambda p: batches(files, p, True)),
         ("one long text, `scan()`", [long_text], lambda p: scan(long_text, p)),
+        ("file-sized, `sentient scan FOLDER` as a new process (its start-up, reading, printing)", files, None),
     ]  # fmt: skip
     if not helpers:
         rows = [row for row in rows if "helper process" not in row[0]]
     for label, docs, run in rows:
         total = sum(len(doc.encode()) for doc in docs)
         cells = []
-        for _, way in ways:
-            elapsed = median_time(lambda way=way, run=run: run(way), repeat)  # type: ignore[misc]
-            cells.append(f"{elapsed:.2f} s, **{total / elapsed / 1e6:.1f} MB/s**")
+        for number, (_, way) in enumerate(ways):
+            if run is None:
+                if number:  # the command scans with Hyperscan when it is installed
+                    cells.append("-")
+                    continue
+                elapsed = command_line(docs, repeat)
+            else:
+                elapsed = median_time(lambda way=way, run=run: run(way), repeat)  # type: ignore[misc]
+            each = f" ({elapsed / len(docs) * 1e6:.0f} µs a call)" if "per note" in label else ""
+            cells.append(f"{elapsed:.2f} s, **{total / elapsed / 1e6:.1f} MB/s**{each}")
         size = f"{total / 1e6:.1f} MB" if len(docs) == 1 else f"{total / len(docs):,.0f} B"
         lines.append(f"| {label} | {len(docs):,} | {size} | " + " | ".join(cells) + " |")
     return lines
+
+
+def command_line(files: list[str], repeat: int) -> float:
+    """The median wall time of `sentient scan FOLDER` in a new process, over a folder of these
+    files (500 a subfolder), from outside any vault."""
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp, "notes")
+        for number, text in enumerate(files):
+            path = folder / f"{number // 500:03}" / f"{number:05}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        command = [sys.executable, "-c", "import sys; from sentient.cli import main; sys.exit(main())", "scan",
+                   str(folder)]  # fmt: skip
+        environment = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+        def run() -> None:
+            subprocess.run(command, cwd=temp, env=environment, stdout=subprocess.DEVNULL, check=False)
+
+        run()  # files in the page cache, as for the other rows
+        return median_time(run, repeat)
 
 
 def median_time(run: Callable[[], object], repeat: int) -> float:

@@ -1,4 +1,9 @@
-"""The `sentient` command: parse, call one domain function, print."""
+"""The `sentient` command: parse, call one domain function, print.
+
+The server (FastAPI, uvicorn) and the agent are imported by the commands that use them, not
+here: they take most of a second to import, which every `sentient scan` or `search` would wait
+for.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
-from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,13 +23,7 @@ try:
 except ImportError:  # not on every platform; the chat works without line editing
     readline = None  # type: ignore[assignment]
 
-import uvicorn
-
 from sentient import __version__
-from sentient.agent.turn import check_pins, open_agent, session_knowledge
-from sentient.api.app import create_app
-from sentient.api.auth import load_or_create_token
-from sentient.chat import repl
 from sentient.config import NoVaultHere, Settings, load_settings
 from sentient.doctor import allow_command, examine
 from sentient.errors import SentientError
@@ -229,20 +227,29 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 NOT_TEXT = "not text (it holds binary data)"
-SCANNED_TOGETHER = 500  # inputs read, then scanned in one batch (scan_many), then printed
+# Inputs are read, then scanned in one batch (scan_many), then printed: at most this many, or
+# fewer holding SCANNED_CHARS characters. A batch that big is shared with helper processes,
+# and pays its fixed costs once for megabytes.
+SCANNED_TOGETHER = 5000
+SCANNED_CHARS = 4_000_000
 
 
 def _scanned(
     inputs: Iterator[tuple[str, str | None]], patterns: PatternSet
 ) -> Iterator[tuple[str, str | None, list[Finding]]]:
-    """Each input with its findings, in order; scanned SCANNED_TOGETHER at a time, so that a
-    folder of many files is scanned as one batch would be (and by helper processes too). An
-    input that cannot be read stops it after the ones before it are reported."""
+    """Each input with its findings, in order, scanned a batch at a time (see SCANNED_TOGETHER),
+    so that a folder of many files is scanned as one batch would be (and by helper processes
+    too). An input that cannot be read stops it after the ones before it are reported."""
     while True:
         group: list[tuple[str, str | None]] = []
         failure: SentientError | None = None
+        size = 0
         try:
-            group.extend(islice(inputs, SCANNED_TOGETHER))
+            for name, text in inputs:
+                group.append((name, text))
+                size += len(text or "")
+                if len(group) >= SCANNED_TOGETHER or size >= SCANNED_CHARS:
+                    break
         except SentientError as error:
             failure = error
         found = iter(scan_many([text for _, text in group if text is not None], patterns))
@@ -250,7 +257,7 @@ def _scanned(
             yield name, text, (next(found) if text is not None else [])
         if failure is not None:
             raise failure
-        if len(group) < SCANNED_TOGETHER:
+        if not group or (len(group) < SCANNED_TOGETHER and size < SCANNED_CHARS):
             return
 
 
@@ -362,6 +369,11 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
+    import uvicorn
+
+    from sentient.api.app import create_app
+    from sentient.api.auth import load_or_create_token
+
     settings = workspace.settings
     host = args.host or settings.api.host
     port = settings.api.port if args.port is None else args.port
@@ -386,6 +398,9 @@ def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.agent.turn import open_agent
+    from sentient.chat import repl
+
     history = workspace.vault.state_dir / "chat_history"
     if readline is not None:
         with suppress(OSError):
@@ -410,6 +425,8 @@ def cmd_session_list(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.agent.turn import session_knowledge
+
     knowledge, delivered = session_knowledge(workspace, args.id)
     if knowledge is None:
         print("nothing to tell this session (no pins, and no memory index in it)")
@@ -423,6 +440,8 @@ def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int
 
 
 def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.agent.turn import check_pins
+
     def pin(document: Document) -> Document:
         pinned = document.meta.get("pins") or []
         return document.replace({"pins": require_pins(workspace.vault, check_pins(args.pins), pinned)})

@@ -16,6 +16,7 @@ from sentient.index.schema import (
     BROAD_MATCHES,
     DB_NAME,
     FIX,
+    JUDGED_BYTES,
     JUDGED_TOGETHER,
     OPTIMIZE_AFTER,
     PREFETCH,
@@ -32,6 +33,7 @@ from sentient.index.schema import (
 
 __all__ = [
     "BATCH",
+    "JUDGED_BYTES",
     "JUDGED_TOGETHER",
     "BROAD_MATCHES",
     "DB_NAME",

@@ -24,6 +24,7 @@ from sentient.index.schema import (
     BATCH,
     BROAD_MATCHES,
     DB_NAME,
+    JUDGED_BYTES,
     JUDGED_TOGETHER,
     OPTIMIZE_AFTER,
     SCHEMA_VERSION,
@@ -221,6 +222,7 @@ class Index(Reader):
                     self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
             walked: set[str] = set()
             reading: list[Found] = []  # files read and judged together, then planned
+            reading_bytes = 0
             duplicates: dict[tuple[str, str], list[Found]] = {}
 
             def advance(count: int) -> None:
@@ -244,8 +246,10 @@ class Index(Reader):
                         counts["unchanged"] += 1
                     else:
                         reading.append(found)
-                        if len(reading) >= JUDGED_TOGETHER:
+                        reading_bytes += size
+                        if len(reading) >= JUDGED_TOGETHER or reading_bytes >= JUDGED_BYTES:
                             counts.update(self._plan_read(reading, documents, batch))
+                            reading_bytes = 0
                             if len(batch) >= BATCH:
                                 self._flush(batch)
                     advance(1)

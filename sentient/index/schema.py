@@ -17,7 +17,11 @@ SCHEMA_VERSION = 3  # 3: a session's knowledge sections are not indexed
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
-JUDGED_TOGETHER = 500  # files a sync reads, then judges in one batch (judge_many), then plans
+# A sync reads files, then judges them in one batch (judge_many), then plans them: at most this
+# many, or fewer of JUDGED_BYTES. A batch that big pays its fixed costs once for megabytes and
+# is shared with the threat scan's helper processes (threats/parallel.py).
+JUDGED_TOGETHER = 5000
+JUDGED_BYTES = 4_000_000
 OPTIMIZE_AFTER = 1000  # a sync that changed this many rows merges the FTS index into one segment
 # A query matching more entries than this is "broad" (see Index.search): ranking costs about a
 # microsecond per matching entry (FTS5 scores every match; it has no top-k pruning).
