@@ -37,8 +37,9 @@ from sentient.workspace import Workspace
 TEMPLATE = "session_knowledge.md.j2"
 # What the block's values go through before the template sees them (see `quoted`): counted in
 # the signature with the template's own revision, so a change here re-sends every block once.
-QUOTING = "quoting:2"
-LINE_CHARS = 100
+QUOTING = "quoting:3"
+LINE_CHARS = 100  # of an index entry's first line ...
+TITLE_CHARS = 120  # ... and of its title and category (a hand-written title has no limit)
 PIN_KINDS = {"note": "note", "plan": "plan"}
 
 # A '<' (or a look-alike) that could start a tag: a letter, '!' or '?' right after it (invisible
@@ -112,11 +113,11 @@ class IndexEntry:
 
     @property
     def shown_title(self) -> str:
-        return quoted_line(self.title)
+        return quoted_line(_cut(one_line(self.title), TITLE_CHARS))
 
     @property
     def shown_category(self) -> str:
-        return quoted_line(self.category or "")
+        return quoted_line(_cut(one_line(self.category or ""), TITLE_CHARS))
 
     @property
     def shown_line(self) -> str:
@@ -183,8 +184,12 @@ def first_line(body: str, title: str = "") -> str:
     for line in body.splitlines():
         stripped = line.strip().lstrip("#").strip()
         if stripped and stripped != title:
-            return stripped if len(stripped) <= LINE_CHARS else stripped[: LINE_CHARS - 1] + "…"
+            return _cut(stripped, LINE_CHARS)
     return ""
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 class KnowledgeBuilder:
@@ -216,9 +221,8 @@ class KnowledgeBuilder:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
-        judged = self.workspace.judged
-        rows = [row for row in index.newest("memory", ["global", scope] if scope else ["global"])
-                if not judged(row.title, row.body, row.revision, row.allowed_revision)[2]]
+        withheld = self.workspace.withheld_row
+        rows = [row for row in index.newest("memory", ["global", scope] if scope else ["global"]) if not withheld(row)]
         entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision)
                         for row in rows[: self.workspace.settings.chat.knowledge_entries])
         built = MemoryIndex(entries, len(rows))

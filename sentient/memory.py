@@ -20,6 +20,7 @@ from typing import Any
 
 from sentient.errors import NotFound, SentientError, StaleRevision, Unreadable
 from sentient.index import IndexedDoc
+from sentient.threats import judged_revision
 from sentient.vault import Problem
 from sentient.vault.document import Document, check_id, slugify
 from sentient.vault.kinds import check_key, check_title, classify, one_line
@@ -280,7 +281,7 @@ def allow_entry(workspace: Workspace, ref: str, revision: str | None = None) -> 
                 "flagged": True,
                 "patterns": list(patterns),
                 "pattern_set": workspace.judge.patterns.version,
-                "allowed_revision": document.revision,
+                "allowed_revision": judged_revision(document),  # of all the model is shown of it
             }
         )
         return document.replace({"threat": threat})

@@ -3,13 +3,18 @@ point (CLI command, server lifespan) and passed down; closed when that entry poi
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
-from sentient.config import Settings
-from sentient.index import Index, IndexedDoc
-from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision
+from sentient.config import CONFIG_FILE, Settings, load_settings
+from sentient.errors import SentientError
+from sentient.index import Index, IndexedDoc, Listed
+from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision, judged_text
 from sentient.vault import Document, Vault
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,10 +50,12 @@ class Workspace:
         allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
         if isinstance(item, Document):
             allowed = allowed_revision(item)
+        self.judge.reload()  # first: the index's judgments count only if they were made with this set
+        revision = judged_revision(item)
         if isinstance(item, IndexedDoc) and item.threat is None and self._judged_by_index():
-            judgment = self.judge.clean(item.revision)  # the index judged this revision with these patterns
+            judgment = self.judge.clean(revision)  # the index judged this revision with these patterns
         else:
-            judgment = self.judge.judge(f"{item.title}\n{item.body}", item.revision)
+            judgment = self.judge.judge(judged_text(item), revision)
         return judgment, allowed if isinstance(allowed, str) else None
 
     def _judged_by_index(self) -> bool:
@@ -56,10 +63,10 @@ class Workspace:
         `threat` is a revision they find nothing in: a lookup, in any process)."""
         return self._index is not None and self._index.judge_version == self.judge_fingerprint
 
-    def judged(self, title: str, body: str, revision: str, allowed: str | None) -> tuple[bool, tuple[str, ...], bool]:
-        """judgment_of for an entry given by its parts (`allowed`: its threat.allowed_revision)."""
-        judgment = self.judge.judge(f"{title}\n{body}", revision)
-        return judgment.flagged, judgment.patterns, judgment.withheld(allowed)
+    def withheld_row(self, row: Listed) -> bool:
+        """judgment_of(...)[2] for a row of a listing (Index.newest): a lookup when cached."""
+        self.judge.reload()
+        return self.judge.judge(judged_text(row), judged_revision(row)).withheld(row.allowed_revision)
 
     def visible(self, item: IndexedDoc | Document) -> bool:
         """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
@@ -88,11 +95,59 @@ class Workspace:
 
 def load_patterns(settings: Settings) -> PatternSet:
     """The packaged pattern set plus the vault's own (sentient.yaml `threats:`)."""
-    extra_file = settings.vault / settings.threats.file if settings.threats.file else None
-    return PatternSet.load(settings.threats.patterns or None, extra_file)
+    return PatternSet.load(settings.threats.patterns or None, _patterns_file(settings))
+
+
+def _patterns_file(settings: Settings) -> Path | None:
+    return settings.vault / settings.threats.file if settings.threats.file else None
+
+
+class VaultPatterns:
+    """The vault's pattern set as its files have it now: given to a ThreatJudge as its
+    `source`, so that a running server judges with a pattern the person just added to
+    sentient.yaml (or to the file its `threats: file:` names), without a restart.
+
+    Called, it looks at those files (their size and time of change) and gives the set loaded
+    again when they changed, else None. A change that does not load (a broken pattern, a
+    file that is not YAML) keeps the set in use and is logged once, with the reason; the
+    files are loaded again at their next change."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._seen = self._state(settings)
+
+    def __call__(self) -> PatternSet | None:
+        state = self._state(self._settings)
+        if state == self._seen:
+            return None
+        self._seen = state
+        try:
+            settings = load_settings(self._settings.vault, {})  # threats: comes from the file alone
+            patterns = load_patterns(settings)
+        except SentientError as error:
+            log.warning("the threat patterns changed but do not load, so the ones before are kept: %s", error)
+            return None
+        if settings.threats.file != self._settings.threats.file:
+            self._settings, self._seen = settings, self._state(settings)
+        log.info("threat patterns loaded again (%s)", patterns.label)
+        return patterns
+
+    @staticmethod
+    def _state(settings: Settings) -> tuple[tuple[int, int] | None, ...]:
+        return tuple(_stat(path) for path in (settings.vault / CONFIG_FILE, _patterns_file(settings)))
+
+
+def _stat(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
 
 
 def open_workspace(settings: Settings) -> Workspace:
-    judge = ThreatJudge(load_patterns(settings))
+    judge = ThreatJudge(load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
     return Workspace(settings, vault, judge)

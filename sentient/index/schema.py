@@ -115,6 +115,12 @@ class Listed:
     category: str | None
     revision: str
     allowed_revision: str | None  # the frontmatter's threat.allowed_revision
+    source: str | None = None
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The frontmatter fields a listing holds (those the model is shown with the text)."""
+        return {"category": self.category, "source": self.source}
 
 
 def phrases(text: str) -> list[str]:

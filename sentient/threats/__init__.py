@@ -30,6 +30,7 @@ from sentient.threats.judge import (
     allowed_revision,
     is_withheld,
     judge_text,
+    judged_revision,
     judged_text,
     text_revision,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "first_match",
     "is_withheld",
     "judge_text",
+    "judged_revision",
     "judged_text",
     "normalise",
     "scan",

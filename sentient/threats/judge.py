@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sentient.threats.batch import scan_many
 from sentient.threats.patterns import PatternSet
@@ -20,11 +21,44 @@ from sentient.threats.scan import Finding, scan
 from sentient.vault.document import Document
 
 CACHE_ENTRIES = 100_000
+RELOAD_SECONDS = 1.0  # how often a judge with a `source` asks it for a new pattern set
 
 
-def judged_text(document: Document) -> str:
-    """What the model would read of a document, and so what is judged: title and body."""
-    return f"{document.title}\n{document.body}"
+# Frontmatter fields the model is shown beside a document's title and body (the knowledge
+# index shows an entry's category; recall shows its category and source), so judged with them.
+SHOWN_FIELDS = ("category", "source")
+
+
+class Shown(Protocol):
+    """What a judgment reads of a document (a Document, or an index row of one)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+
+def judged_text(document: Shown) -> str:
+    """What the model would read of a document, and so what is judged: title and body, then
+    the fields of SHOWN_FIELDS it has, a line each."""
+    text = f"{document.title}\n{document.body}"
+    fields = _shown_fields(document)
+    return f"{text}\n\n{fields}" if fields else text
+
+
+def judged_revision(document: Shown) -> str:
+    """What a judgment of the document, and an allowance of it, is of: its revision (of title
+    and body) when it has none of SHOWN_FIELDS, else the revision of all of its judged text,
+    so that editing a field the model is shown judges it afresh too."""
+    return text_revision(judged_text(document)) if _shown_fields(document) else document.revision
+
+
+def _shown_fields(document: Shown) -> str:
+    return "\n".join(value for name in SHOWN_FIELDS if isinstance(value := document.meta.get(name), str) and value)
 
 
 def text_revision(text: str) -> str:
@@ -104,16 +138,34 @@ class ThreatJudge:
     between threads. Callable as the vault's and the index's `Judge`.
     """
 
-    def __init__(self, patterns: PatternSet, *, max_entries: int = CACHE_ENTRIES) -> None:
+    def __init__(self, patterns: PatternSet, *, max_entries: int = CACHE_ENTRIES,
+                 source: Callable[[], PatternSet | None] | None = None) -> None:  # fmt: skip
+        """`source`, when given, is asked for a new set before judging, at most once every
+        RELOAD_SECONDS: the set that replaces this one, or None to keep it."""
         self.patterns = patterns
         self.max_entries = max_entries
         self._cache: OrderedDict[tuple[str, str], Judgment] = OrderedDict()
         self._lock = threading.Lock()
+        self._source = source
+        self._next_look = 0.0
+
+    def reload(self) -> None:
+        """Take the set `source` has, if it has a new one and it is time to ask (see __init__)."""
+        if self._source is None or time.monotonic() < self._next_look:
+            return
+        with self._lock:
+            if time.monotonic() < self._next_look:
+                return
+            self._next_look = time.monotonic() + RELOAD_SECONDS
+        fresh = self._source()
+        if fresh is not None:
+            self.patterns = fresh
 
     def judge(self, subject: Document | str, revision: str | None = None) -> Judgment:
-        """The judgment of a document (its title + body) or of a text at `revision`."""
+        """The judgment of a document (its judged_text) or of a text at `revision`."""
+        self.reload()
         if isinstance(subject, Document):
-            key_revision = revision or subject.revision
+            key_revision = revision or judged_revision(subject)
         else:
             key_revision = revision or text_revision(subject)
         patterns = self.patterns
@@ -134,7 +186,8 @@ class ThreatJudge:
     def clean(self, revision: str) -> Judgment:
         """The judgment of a revision that this pattern set is known to find nothing in (an
         index built with this judge recorded so), without scanning it: the cache across
-        processes that the index is. Cached like any other."""
+        processes that the index is. Cached like any other. It never takes a new set (see
+        `reload`): the caller has checked which set the index judged with."""
         patterns = self.patterns
         key = (revision, patterns.fingerprint)
         with self._lock:
@@ -150,9 +203,10 @@ class ThreatJudge:
         with the ones not cached scanned together (`scan_many`): much faster for many short
         entries, as when an index is built. They are cached, so reading them afterwards with
         `judge` is a lookup."""
+        self.reload()
         patterns = self.patterns
-        keys = [(subject.revision if isinstance(subject, Document) else text_revision(subject), patterns.fingerprint)
-                for subject in subjects]  # fmt: skip
+        keys = [(judged_revision(s) if isinstance(s, Document) else text_revision(s), patterns.fingerprint)
+                for s in subjects]  # fmt: skip
         with self._lock:
             found = [self._cache.get(key) for key in keys]
         missing = list({keys[n]: n for n, judgment in reversed(list(enumerate(found))) if judgment is None}.values())

@@ -3,7 +3,7 @@
 A pattern sees a text the way a model would read it, not the way it is spelled. The steps, in
 order: HTML entities decoded (`unescape`: the raw view); invisible characters removed, Unicode
 tags decoded, NFKC, look-alike letters folded to Latin (`clean`) and letter-spaced words joined
-(`join_spaced`): the lines view; HTML tags, comment markers and emphasis dropped
+(`join_spaced`): the lines view; HTML tags, comment markers, emphasis and code marks dropped
 (`strip_markup`): the plain view; whitespace collapsed: the flat view.
 
 Speed comes from a few passes of C over the string and Python only where a step can change
@@ -38,7 +38,7 @@ SEPARATOR = "\n\x00\n"
 # variation selectors, fillers that render as nothing. Unicode tag characters (U+E0020-E007E)
 # spell ASCII invisibly, so they are decoded to the ASCII they hide rather than dropped.
 _INVISIBLE = (
-    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0]
+    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x2800, 0x3164, 0xFEFF, 0xFFA0]
     + list(range(0x200B, 0x2010))
     + list(range(0x202A, 0x202F))
     + list(range(0x2060, 0x2070))
@@ -75,7 +75,7 @@ LOOKALIKES = {
 # to where a match may start instead of trying every position.
 FOLDABLE = re.compile("[" + "".join(LOOKALIKES) + "]")
 UNHIDABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800"
     "\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
 )
 # Runs of three or more single letters split by one space, dot, dash or asterisk: "i g n o r e".
@@ -118,8 +118,10 @@ _OPENING_TAG_JOINED = re.compile(rf"<(?:!--|/?([a-zA-Z][a-zA-Z0-9]*)\b[^<>\x00]{
 _TAG_NAME = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b")
 INLINE_TAGS = {"b", "i", "u", "s", "em", "strong", "span", "mark", "small", "sup", "sub", "font", "code",
                "kbd", "del", "ins", "a", "abbr", "q", "tt", "strike"}  # fmt: skip
-EMPHASIS = re.compile(r"\*\**|~~|__+")
-_UNDERSCORES = re.compile("__+")
+# Emphasis and code marks: asterisks, backticks, pairs of tildes, and underscores but one between
+# two letters or digits (snake_case keeps its underscore; "_ignore_" and "__all__" lose theirs).
+EMPHASIS = re.compile(r"\*\**|`+|~~|_{2,}|(?<![^\W_])_|_(?![^\W_])")
+_UNDERSCORES = re.compile(r"_{2,}|(?<![^\W_])_|_(?![^\W_])")
 # What str.split() splits at, as bytes of ASCII ('\x1c'-'\x1f' too), each made a space.
 _SPACES = bytes(32 if (9 <= b <= 13 or 28 <= b <= 32) else b for b in range(256))
 _WIDE_SPACE_BYTES = re.compile(
@@ -370,7 +372,7 @@ def strip_markup(lines: str, joined: bool = False) -> str:
         plain = _strip_tags(lines, _contains(lines, "-->", key=2), _OPENING_TAG_JOINED if joined else _OPENING_TAG)
     elif _contains(lines, "-->", key=2):
         plain = lines.replace("-->", " ")
-    if "*" in plain or "~" in plain or "_" in plain:
+    if "*" in plain or "_" in plain or "`" in plain or "~" in plain:
         plain = _unemphasise(plain)
     return plain
 
@@ -416,17 +418,20 @@ def _untag(match: re.Match[str]) -> str:
 
 
 def _unemphasise(text: str) -> str:
-    """Emphasis marks removed (EMPHASIS). The three kinds use different characters, so they can
-    be removed one kind after another, asterisks last (removing one never makes another that the
-    single pass would not have seen), unless a tilde touches an underscore."""
+    """Emphasis and code marks removed (EMPHASIS). The kinds use different characters, so they
+    can be removed one kind after another: underscores first (whether one is a mark depends on
+    its neighbours as written), asterisks and backticks last (removing one never makes another
+    that the single pass would not have seen), unless a tilde touches an underscore."""
     tildes, unders = "~" in text, "_" in text
     if tildes and unders and (_contains(text, "~_") or _contains(text, "_~", key=1)):
         return EMPHASIS.sub("", text)
-    if unders and _contains(text, "__"):
+    if unders:
         text = _UNDERSCORES.sub("", text)
     if tildes and _contains(text, "~~"):
         text = text.replace("~~", "")
-    return text.replace("*", "") if "*" in text else text
+    if "*" in text:
+        text = text.replace("*", "")
+    return text.replace("`", "") if "`" in text else text
 
 
 def collapse(plain: str) -> str:

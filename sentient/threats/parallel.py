@@ -232,10 +232,16 @@ def _release(helpers: list[_Helper]) -> None:
         helper.in_use.release()
 
 
+def warm_up() -> None:
+    """Start the helpers now, in the background, for big batches soon to come (`sentient scan`
+    of a folder): they get ready while this process reads the files."""
+    _release(_take())
+
+
 def start(timeout: float = 60.0) -> bool:
     """Start the helpers and wait until they are ready (the benchmark and tests use this; a
     batch never waits). False when there are none or they did not start."""
-    _release(_take())
+    warm_up()
     with _lock:
         helpers = list(_helpers)
     return bool(helpers) and all(helper.ready.wait(timeout) and not helper.broken for helper in helpers)

@@ -21,12 +21,14 @@ from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, 
 from sentient.threats.gates import Gates
 from sentient.threats.prefilter import Prefilter
 from sentient.threats.prefilter import load as load_prefilter
+from sentient.threats.samples import samples
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
 
 PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
 # Up to this many characters a text is scanned in pure Python even with Hyperscan: its few
 # calls cost more than the keyword pre-checks (measured with bench/bench_threats.py).
 SHORT_TEXT = 512
+KEYWORD_SAMPLES = 40  # texts made from each regex of a vault's own pattern to check its keywords
 
 CLASSES = (
     "override",
@@ -199,7 +201,29 @@ class PatternSet:
             sort_keys=True,
         )
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-        return cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count, use_hyperscan)
+        loaded = cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count, use_hyperscan)
+        for number in range(base_count, len(patterns)):  # the shipped set's are checked by its tests
+            loaded._check_keywords(number)
+        return loaded
+
+    def _check_keywords(self, number: int) -> None:
+        """ConfigError when a text made from the pattern's own regex (samples.py), which the
+        regex matches, lacks its keywords: the pattern would never run on such a text."""
+        pattern = self.patterns[number]
+        if not pattern.keywords:
+            return
+        for regex in pattern.regexes:
+            for text in samples(regex, KEYWORD_SAMPLES):
+                views = self.normalise(text)
+                if regex.search(views.subject(pattern.view, pattern.case_sensitive)) is None:
+                    continue  # a lookaround, an anchor or the normalisation made it no match
+                if (pattern.view != "raw" or views.hidden) and number not in self.candidates(views):
+                    groups = [list(group) for group in pattern.keywords]
+                    raise ConfigError(
+                        f"{pattern.origin} (id '{pattern.id}'): its regex matches {text!r}, which does not "
+                        f"have its 'keywords' {groups}, so the pattern would never run on such a text. "
+                        "Give each group a word that every match holds, or leave 'keywords' out"
+                    )
 
 
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
@@ -210,6 +234,8 @@ def _read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror}). Check the path under 'threats: file:'") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start}). Re-save it as UTF-8 in your editor") from None
     try:
         return yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
@@ -302,10 +328,10 @@ def _regexes(name: str, sources: Any, view: str, case_sensitive: bool) -> tuple[
         try:
             regex = re.compile(source, flags)
         except re.error as exc:
-            raise ConfigError(f"{name}: {which} does not compile ({exc}): {source!r}. Fix the expression") from None
+            raise ConfigError(f"{name}: {which} does not compile ({exc}): '{source}'. Fix the expression") from None
         if regex.search("") is not None:
             raise ConfigError(
-                f"{name}: {which} {source!r} matches empty text, so it would flag everything. Fix the expression"
+                f"{name}: {which} '{source}' matches empty text, so it would flag everything. Fix the expression"
             )
         regexes.append(regex)
     return tuple(regexes)

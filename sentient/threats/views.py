@@ -16,7 +16,7 @@ from sentient.threats.normalisation import collapse, collapse_bytes, lower_bytes
 
 VIEWS = ("flat", "lines", "raw")
 # Bumped when normalisation changes what a pattern can match; part of every fingerprint.
-NORMALISER_VERSION = 3
+NORMALISER_VERSION = 4
 # Long views are cut into blocks of about this many characters, each with its own word set,
 # so that a word is looked for only in the blocks that hold it.
 BLOCK_CHARS = 512
@@ -58,7 +58,7 @@ class Normalised:
     lines  raw, with invisible characters removed, Unicode tags decoded to the ASCII they
            hide, NFKC, look-alike letters folded to Latin and letter-spaced words joined;
            line breaks kept
-    plain  lines without HTML tags, comment markers and emphasis
+    plain  lines without HTML tags, comment markers, emphasis and code marks (`)
     flat   plain with every run of whitespace one space
 
     `hidden_at` holds the positions in raw of the invisible characters (`hidden`: there are

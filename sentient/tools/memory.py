@@ -18,9 +18,14 @@ from sentient.index import IndexedDoc
 from sentient.knowledge import QuotedText, quoted, quoted_attribute
 from sentient.memory import free_id, unreadable_memory
 from sentient.vault.document import check_id
+from sentient.vault.kinds import one_line
 from sentient.workspace import Workspace
 
+# What a list of entries (recall results, the memories shown with a message) shows of each:
+# the body's first BODY_PREVIEW characters and the title's first TITLE_PREVIEW; memory_recall(id=...)
+# reads the whole entry. An entry may be as large as a file may be (limits.max_file_bytes).
 BODY_PREVIEW = 600
+TITLE_PREVIEW = 120
 SAME_TEXT = 0.9
 # Most entries ranked to find the memories shown with a message (see relevant_memories).
 RELEVANT_CANDIDATES = 300
@@ -36,6 +41,22 @@ class Entry(QuotedText):
     category: str | None
     untrusted: bool
     source: str | None
+
+    @property
+    def shown_title(self) -> str:
+        """The title as a list shows it: one line of at most TITLE_PREVIEW characters, quoted
+        for an attribute."""
+        title = one_line(self.title)
+        return quoted_attribute(title if len(title) <= TITLE_PREVIEW else title[: TITLE_PREVIEW - 1] + "…")
+
+    @property
+    def shown_body(self) -> str:
+        """The body as a list shows it (quoted): at most BODY_PREVIEW characters, and when it
+        was cut, saying so and where the rest is."""
+        body = self.body.strip()
+        if len(body) > BODY_PREVIEW:
+            body = body[:BODY_PREVIEW] + f"... (cut here; memory_recall id={self.id} for the rest)"
+        return quoted(body)
 
 
 def _entry(doc: IndexedDoc) -> Entry:
@@ -55,17 +76,16 @@ def shown(ctx: ToolContext, entries: list[Entry], *, full: bool = False) -> str:
 def quote(entry: Entry, *, full: bool = False) -> str:
     """An entry as quoted data with its provenance: no title, field or body can end the
     <memory> wrapper or open a tag of its own (knowledge.quoted)."""
-    body = entry.body.strip()
-    if not full and len(body) > BODY_PREVIEW:
-        body = body[:BODY_PREVIEW] + f"... (memory_recall id={entry.id} for the rest)"
-    attributes = f'id="{entry.id}" title="{entry.shown_title}"'
+    body = quoted(entry.body.strip()) if full else entry.shown_body
+    title = quoted_attribute(entry.title) if full else entry.shown_title
+    attributes = f'id="{entry.id}" title="{title}"'
     if entry.category:
         attributes += f' category="{quoted_attribute(entry.category)}"'
     if entry.source:
         attributes += f' source="{quoted_attribute(entry.source)}"'
     if entry.untrusted:
         attributes += ' untrusted="true"'
-    return f"<memory {attributes}>\n{quoted(body)}\n</memory>"
+    return f"<memory {attributes}>\n{body}\n</memory>"
 
 
 def visible_memories(workspace: Workspace, query: str, limit: int, *, any_word: bool = False) -> list[Entry]:
