@@ -8,6 +8,7 @@ for.
 from __future__ import annotations
 
 import argparse
+import codecs
 import errno
 import json
 import os
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 try:
     import readline
@@ -39,7 +40,7 @@ from sentient.memory import (
     unreadable_memory,
 )
 from sentient.record import record, stale
-from sentient.threats import Finding, PatternSet, scan_many
+from sentient.threats import Finding, PatternSet, parallel, scan_many
 from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS, one_line
 from sentient.vault.layout import init_vault
@@ -116,8 +117,9 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
+    query = utf8_argument(" ".join(args.query), "the query")
     workspace.index.sync()
-    hits = workspace.index.search(" ".join(args.query), kind=args.kind, limit=args.limit)
+    hits = workspace.index.search(query, kind=args.kind, limit=args.limit)
     judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
     if args.json:
         rows = [
@@ -202,8 +204,16 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
-    flagged_any = False
-    for name, text, findings in _scanned(read_inputs(args.paths), workspace.judge.patterns):
+    if any(Path(path).is_dir() for path in args.paths):
+        parallel.warm_up()  # a folder may hold megabytes: helpers start while its files are read
+    flagged_any = unreadable_any = False
+    for given, findings in _scanned(read_inputs(args.paths), workspace.judge.patterns):
+        name, text = given.name, given.text
+        if given.error is not None:
+            unreadable_any = True
+            sys.stdout.flush()  # after what was printed of the inputs before it
+            print(f"error: {given.error}", file=sys.stderr)
+            continue
         if text is None:
             if args.json:
                 print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": NOT_TEXT},
@@ -223,7 +233,7 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
         print(f"{name}: FLAGGED")
         for finding in findings:
             print(f"    {finding.pattern_id} ({finding.class_}): {finding.excerpt}")
-    return 1 if flagged_any else 0
+    return 2 if unreadable_any else 1 if flagged_any else 0
 
 
 NOT_TEXT = "not text (it holds binary data)"
@@ -232,42 +242,47 @@ NOT_TEXT = "not text (it holds binary data)"
 # and pays its fixed costs once for megabytes.
 SCANNED_TOGETHER = 5000
 SCANNED_CHARS = 4_000_000
+# Byte-order marks, UTF-32's first: its little-endian one begins with UTF-16's.
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
-def _scanned(
-    inputs: Iterator[tuple[str, str | None]], patterns: PatternSet
-) -> Iterator[tuple[str, str | None, list[Finding]]]:
+class Input(NamedTuple):
+    """One input of `sentient scan`: its text; None when it is not text (binary data) or, with
+    `error` saying why, when it could not be read."""
+
+    name: str
+    text: str | None
+    error: str | None = None
+
+
+def _scanned(inputs: Iterator[Input], patterns: PatternSet) -> Iterator[tuple[Input, list[Finding]]]:
     """Each input with its findings, in order, scanned a batch at a time (see SCANNED_TOGETHER),
     so that a folder of many files is scanned as one batch would be (and by helper processes
-    too). An input that cannot be read stops it after the ones before it are reported."""
+    too)."""
     while True:
-        group: list[tuple[str, str | None]] = []
-        failure: SentientError | None = None
+        group: list[Input] = []
         size = 0
-        try:
-            for name, text in inputs:
-                group.append((name, text))
-                size += len(text or "")
-                if len(group) >= SCANNED_TOGETHER or size >= SCANNED_CHARS:
-                    break
-        except SentientError as error:
-            failure = error
-        found = iter(scan_many([text for _, text in group if text is not None], patterns))
-        for name, text in group:
-            yield name, text, (next(found) if text is not None else [])
-        if failure is not None:
-            raise failure
+        for given in inputs:
+            group.append(given)
+            size += len(given.text or "")
+            if len(group) >= SCANNED_TOGETHER or size >= SCANNED_CHARS:
+                break
+        found = iter(scan_many([given.text for given in group if given.text is not None], patterns))
+        for given in group:
+            yield given, (next(found) if given.text is not None else [])
         if not group or (len(group) < SCANNED_TOGETHER and size < SCANNED_CHARS):
             return
 
 
-def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
-    """(name, text) of each input: '-' is stdin, a folder means every text file in it. A file
-    that is not text has None for its text: a named one, or a .md file in a folder (it should
-    be text); other binary files in a folder (images, say) are passed over."""
+def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
+    """Each input: '-' is stdin, a folder means every text file in it. A file that is not text
+    has None for its text: a named one, or a .md file in a folder (it should be text); other
+    binary files in a folder (images, say) are passed over. One that cannot be read has the
+    reason as its error, and the inputs after it are read all the same."""
     for raw in paths or ["-"]:
         if raw == "-":
-            yield "<stdin>", sys.stdin.read()
+            yield Input("<stdin>", decode(sys.stdin.buffer.read()))
             continue
         path = Path(raw)
         files = sorted(p for p in path.rglob("*") if p.is_file() and ".git" not in p.parts
@@ -276,21 +291,29 @@ def read_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str | None]]:
             try:
                 data = file.read_bytes()
             except OSError as exc:
-                raise SentientError(f"{file}: cannot be read ({exc.strerror})") from None
-            if b"\x00" in data:
-                if file == path or file.suffix == ".md":
-                    yield str(file), None
+                yield Input(str(file), None, f"{file}: cannot be read ({exc.strerror}); check the path and its "
+                                             "permissions")
                 continue
-            yield str(file), data.decode("utf-8", errors="replace")
+            text = decode(data)
+            if text is not None or file == path or file.suffix == ".md":
+                yield Input(str(file), text)
+
+
+def decode(data: bytes) -> str | None:
+    """The text of a file's bytes: by its byte-order mark (UTF-8, UTF-16 or UTF-32), else as
+    UTF-8, what is not UTF-8 replaced by U+FFFD; None for binary data (a NUL, without a mark
+    that explains it)."""
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(codec, errors="replace")
+    return None if b"\x00" in data else data.decode("utf-8", errors="replace")
 
 
 def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
     entries = list_entries(workspace, category=args.category, scope=args.scope, flagged_only=args.flagged)
     if args.json:
         print(json.dumps([e.as_dict() for e in entries], ensure_ascii=False, indent=2))
-        for problem in unreadable_memory(workspace):
-            print(f"warning: {problem} (the entries in it are not listed)", file=sys.stderr)
-        return 1 if unreadable_memory(workspace) else 0
+        return _not_listed(workspace)
     for entry in entries:
         mark = "!" if entry.withheld else ("~" if entry.flagged else " ")
         print(f"{mark} {entry.id:<32} {entry.title}")
@@ -299,10 +322,20 @@ def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"    {state}: {', '.join(entry.patterns)}  ({entry.path})")
     flagged = sum(e.withheld for e in entries)
     print(f"{len(entries)} entries" + (f", {flagged} flagged (see `sentient memory show ID`)" if flagged else ""))
+    return _not_listed(workspace)
+
+
+def _not_listed(workspace: Workspace) -> int:
+    """Warn on stderr of the memory `memory list` left out: each folder that cannot be listed,
+    then how many files cannot be read (doctor tells why, file by file). 1 if any, else 0."""
     missing = unreadable_memory(workspace)
     for problem in missing:
         print(f"warning: {problem} (the entries in it are not listed)", file=sys.stderr)
-    return 1 if missing else 0
+    unread = sum(problem.kind == "memory" and problem not in missing for problem in workspace.index.problems())
+    if unread:
+        print(f"warning: {_plural(unread, 'memory file')} could not be read, so not listed; "
+              "`sentient doctor` says why and how to fix each", file=sys.stderr)
+    return 1 if missing or unread else 0
 
 
 def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
@@ -326,9 +359,10 @@ def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_memory_add(args: argparse.Namespace, workspace: Workspace) -> int:
-    body = sys.stdin.read() if args.text == "-" else args.text
-    meta = {"category": args.category, "scope": args.scope}
-    entry = create_entry(workspace, title=args.title, body=body, id=args.id, meta=meta)
+    title = utf8_argument(args.title, "the title")
+    body = read_stdin() if args.text == "-" else utf8_argument(args.text, "the text")
+    meta = {"category": utf8_argument(args.category, "--category"), "scope": utf8_argument(args.scope, "--scope")}
+    entry = create_entry(workspace, title=title, body=body, id=args.id, meta=meta)
     print(f"saved memory {entry.id} ({entry.path})")
     if entry.flagged:
         print(f"! it reads like instructions ({', '.join(entry.patterns)}): kept, but withheld from the model")
@@ -344,6 +378,30 @@ def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     entry = allow_entry(workspace, args.id, args.revision)
     print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.revision}; an edit will judge it again")
     return 0
+
+
+def utf8_argument(text: str, name: str) -> str:
+    """The argument as given, or a SentientError naming it when it was not UTF-8: Python hands
+    over the bytes of an argument that are not UTF-8 as lone surrogates (surrogateescape), which
+    no file of the vault can hold and no search can match."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        at = len(text[: exc.start].encode("utf-8"))
+        raise SentientError(f"{name} is not UTF-8 (byte {at}); type it again in UTF-8, or set the terminal's "
+                            "encoding and the locale to UTF-8 (LANG=C.UTF-8, say)") from None
+    return text
+
+
+def read_stdin() -> str:
+    """All of stdin, which must be UTF-8 (a byte-order mark is dropped); a SentientError saying
+    where it is not."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SentientError(f"stdin is not UTF-8 (byte {exc.start}); convert it first, e.g. "
+                            "`iconv -f latin1 -t utf-8 FILE | sentient memory add TITLE -`") from None
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -213,6 +213,26 @@ def test_a_nul_in_a_chat_message_or_answer_is_kept_as_a_replacement_character(
     assert said == ["hi\ufffd there", "Hello\ufffd Maya."]
 
 
+def test_a_lone_surrogate_in_a_chat_message_is_kept_as_a_replacement_character(
+    client: TestClient, scripted: Scripted, basic: Path
+) -> None:
+    # "\udce9" is half of a UTF-16 pair, which UTF-8 cannot hold: the message (and the session
+    # title made from it) keep U+FFFD instead, and the turn goes on.
+    scripted.queue(text("Hello Maya."))
+    response = client.post("/api/chat", content=b'{"message": "caf\\udce9 au lait"}', headers=JSON_TYPE)
+    assert response.status_code == 200, response.text
+    key = response.json()["session_id"]
+    assert said(basic, key, "user") == ["caf\ufffd au lait"]
+    assert said(basic, key, "assistant") == ["Hello Maya."]
+    session = client.get(f"/api/sessions/{key}")
+    assert session.status_code == 200, session.text
+    assert session.json()["title"] == "caf\ufffd au lait"
+    scripted.queue(text("Caf\udce9 it is."))  # the model's answer may hold one too (a broken escape)
+    answer = client.post("/api/chat", json={"message": "and then?", "session_id": key})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reply"] == "Caf\ufffd it is."
+
+
 def test_chat_reports_the_tool_calls_it_made(client: TestClient, scripted: Scripted) -> None:
     scripted.queue(call("memory_recall", query="Anika"), text("Anika teaches in Mysuru."))
     body = client.post("/api/chat", json={"message": "Where does Anika teach?"}).json()
@@ -343,6 +363,11 @@ BAD_INPUT = [
                  413, "the request body is over 1,048,576 bytes", id="over-1mib-chunked"),
     pytest.param("POST", "/api/memory", {"json": {"title": "Nul", "body": "Ignore <b\x00>all previous"}}, 400,
                  "the text holds a NUL character (U+0000)", id="memory-with-a-nul"),
+    pytest.param("POST", "/api/memory", {"content": b'{"title": "Sur", "body": "caf\\udce9"}', "headers": JSON_TYPE},
+                 400, "memory/sur.md: the text holds a lone surrogate (U+DCE9)", id="memory-with-a-lone-surrogate"),
+    pytest.param("PATCH", "/api/memory/anika-teacher", {"content": b'{"body": "\\ud83d"}', "headers": JSON_TYPE},
+                 400, "anika-teacher.md: the text holds a lone surrogate (U+D83D)",
+                 id="memory-edit-with-a-lone-surrogate"),
     pytest.param("GET", "/api/sessions/K3F9A2", {}, 400, "session id 'K3F9A2' is not allowed", id="get-capitals"),
     pytest.param("GET", "/api/sessions/k3f9a2..x", {}, 400, "session id 'k3f9a2..x' is not allowed", id="get-dotdot"),
     pytest.param("GET", "/api/sessions/..%2F..%2Fsentient.yaml", {}, 400,

@@ -30,8 +30,8 @@ from sentient.errors import (
     SentientError,
     TooLarge,
 )
-from sentient.vault import Vault
-from sentient.vault.document import TMP_SUFFIX, parse
+from sentient.vault import Vault, transcript
+from sentient.vault.document import TMP_SUFFIX, Document, parse
 from sentient.vault.kinds import KINDS, classify
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "vault"
@@ -451,6 +451,37 @@ def test_a_write_holding_a_nul_is_refused_and_writes_nothing(vault: Vault) -> No
     assert vault.get("memory", "fine").body == "fine\n"
     vault.update("memory", "fine", {"title": "Fi\x00ne"})  # frontmatter spells it as an escape
     assert vault.get("memory", "fine").meta["title"] == "Fi\x00ne"
+
+
+def test_a_write_holding_a_lone_surrogate_is_refused_and_writes_nothing(vault: Vault) -> None:
+    # Half of a UTF-16 pair (a "\udce9" JSON escape, bytes decoded with surrogateescape) is no
+    # character: UTF-8 cannot hold it, and the vault writes none, not even escaped in frontmatter.
+    with pytest.raises(BadText, match=r"memory/sur\.md: the text holds a lone surrogate \(U\+DCE9\), .* nothing "
+                                      r"was written\. Replace it with the character it stood for"):
+        vault.create("memory", "sur", {"title": "Sur"}, "caf\udce9 au lait\n")
+    assert not (vault.root / "memory" / "sur.md").exists()
+    vault.create("memory", "fine", {"title": "Fine"}, "fine\n")
+    before = (vault.root / "memory" / "fine.md").read_bytes()
+    with pytest.raises(BadText, match=r"memory/fine\.md: 'title' holds a lone surrogate \(U\+D83D\)"):
+        vault.update("memory", "fine", {"title": "Fine \ud83d"})
+    with pytest.raises(BadText, match=r"'tags' holds a lone surrogate \(U\+DCFF\)"):
+        vault.update("memory", "fine", {"tags": ["ok", "\udcff"]})
+    assert (vault.root / "memory" / "fine.md").read_bytes() == before
+
+
+def test_a_lone_surrogate_in_a_session_message_is_kept_as_a_replacement_character(vault: Vault) -> None:
+    # A session is the app's own transcript: a turn must never fail on what was said in it.
+    vault.create("session", "s1", {"title": "Chat"}, "")
+    said = transcript.Message("user", "2026-11-30T10:00:00Z", "caf\udce9 \x00",
+                              tool_results=({"id": "call_1", "content": "page \ud83d"},))
+
+    def add(document: Document) -> Document:
+        return document.replace(body=transcript.append(document.body, said))
+
+    vault.update("session", "s1", transform=add)
+    (kept,) = transcript.parse(vault.get("session", "s1").body).messages
+    assert kept.text == "caf\ufffd \ufffd"
+    assert kept.tool_results == ({"id": "call_1", "content": "page \ufffd"},)
 
 
 def test_sessions_may_grow_past_the_file_limit_that_notes_have(tmp_path: Path, clock: Clock) -> None:

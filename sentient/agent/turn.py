@@ -265,7 +265,8 @@ class Agent:
         if not text.strip():
             raise SentientError("the message is empty; type something to send")
         if session is None:
-            session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=text.strip()[:60])
+            title = transcript.writable(text.strip()[:60])  # as the message is kept (a terminal's bad bytes)
+            session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=title)
         elif session not in self._incognito:
             check_key("session", session)  # a bad id is refused before anything waits on it
         incognito = session in self._incognito

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +21,7 @@ from sentient.llm import LLMError
 from sentient.vault.kinds import check_key
 
 router = APIRouter(tags=["chat"])
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ChatRequest(BaseModel):
@@ -39,6 +41,13 @@ class ChatRequest(BaseModel):
         if not value.strip():
             raise ValueError("must not be empty; type something to send")
         return value
+
+    @field_validator("message")
+    @classmethod
+    def _surrogates_kept_as_replacement(cls, value: str) -> str:
+        """A lone surrogate (a \\u escape of half a UTF-16 pair) is no character and has no UTF-8:
+        it is kept as U+FFFD, as the session file keeps it, so the turn and its title never fail on it."""
+        return _LONE_SURROGATE.sub("\ufffd", value)
 
     @field_validator("session_id")
     @classmethod

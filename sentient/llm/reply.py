@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,20 @@ class Reply:
         return message
 
 
+def model_text(content: str | None) -> str:
+    """What the model said, as text that can be sent on and saved: a lone surrogate (from a
+    broken \\u escape in the provider's JSON) is kept as U+FFFD, as UTF-8 has no bytes for it."""
+    text = content or ""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse_tool_call(call_id: str | None, name: str | None, raw: str | None, position: int) -> ToolCall:
     """A ToolCall from the pieces a provider sent; bad JSON leaves `arguments` empty."""
     raw = raw or ""
@@ -75,7 +90,7 @@ def _reply_from_response(response: Any, model: str) -> Reply:
         for position, call in enumerate(message.tool_calls or ())
     )
     return Reply(
-        text=message.content or "",
+        text=model_text(message.content),
         tool_calls=calls,
         model=model,
         finish_reason=choice.finish_reason,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sentient.llm.reply import Reply, _usage, parse_tool_call
+from sentient.llm.reply import Reply, _usage, model_text, parse_tool_call
 
 
 @dataclass
@@ -36,7 +36,7 @@ class _StreamAssembler:
         delta = choice.delta
         for position, piece in enumerate(getattr(delta, "tool_calls", None) or ()):
             self._add_call(piece, position)
-        content: str = delta.content or ""
+        content = model_text(delta.content)
         if content:
             self.text.append(content)
         return content

@@ -479,7 +479,9 @@ class Vault:
         initial.update({k: v for k, v in (meta or {}).items() if v is not None})
         if "created" in names:
             initial.setdefault("created", now)
-        document = self._stamp(Document(kind_name, key, path, initial, body, fields), now)
+        document = Document(kind_name, key, path, initial, body, fields)
+        _check_characters(document)
+        document = self._stamp(document, now)
         text = document.render()
         self._fits(kind_name, path, text)
         with self.lock(kind_name, key):
@@ -507,6 +509,7 @@ class Vault:
             changed = current.replace(meta, body)
             if transform is not None:
                 changed = transform(changed)
+            _check_characters(changed)
             document = self._stamp(changed, iso(self.clock()), touch=touch)
             assert current.source is not None
             text = document.render()
@@ -526,6 +529,29 @@ class Vault:
                 raise Conflict(current.path, expected_revision, current.revision)
             current.path.unlink()
         return current.path
+
+
+def _check_characters(document: Document) -> None:
+    """BadText, before anything is written, for a lone surrogate (half of a UTF-16 pair, from a
+    broken \\u escape or bytes decoded with surrogateescape) in the text or a frontmatter field:
+    it is no character, UTF-8 has no bytes for it, and the vault never writes one (not even
+    escaped in the frontmatter, where every reader would then have to cope with it)."""
+    named = [("the text", document.body), *((f"'{name}'", value) for name, value in document.meta.items())]
+    while named:
+        field, value = named.pop()
+        if isinstance(value, Mapping):
+            named += [(field, item) for item in value.values()]
+        elif isinstance(value, list | tuple):
+            named += [(field, item) for item in value]
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise BadText(
+                    f"{document.path}: {field} holds a lone surrogate (U+{ord(value[exc.start]):04X}), half of a "
+                    "UTF-16 pair, which is no character and cannot be written as UTF-8; nothing was written. "
+                    "Replace it with the character it stood for (or remove it) and send it again"
+                ) from None
 
 
 _SUBFOLDERS: dict[str, tuple[int, list[str]]] = {}  # folder -> (its mtime_ns, its subfolders then)

@@ -32,6 +32,7 @@ CALL_TAG = "json tool-call"
 RESULT_TAG = "json tool-result"
 
 _markdown = mistune.create_markdown(renderer=None)
+_UNWRITABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,10 @@ class Message:
         """Canonical markdown for this message (ends with one newline)."""
         parts = [f"## {self.role} · {self.time}{' · pinned' if self.pinned else ''}\n"]
         if self.text.strip():
-            # A NUL would make the file read as binary (the vault writes none): it is kept as U+FFFD.
-            parts.append("\n" + self.text.strip("\n").replace("\x00", "\ufffd") + "\n")
+            parts.append("\n" + writable(self.text.strip("\n")) + "\n")
         for tag, items in ((CALL_TAG, self.tool_calls), (RESULT_TAG, self.tool_results)):
             for item in items:
-                encoded = json.dumps(item, ensure_ascii=False, sort_keys=False)
+                encoded = writable(json.dumps(item, ensure_ascii=False, sort_keys=False))
                 fence = "````" if "```" in encoded else "```"
                 parts.append(f"\n{fence}{tag}\n{encoded}\n{fence}\n")
         return "".join(parts)
@@ -65,6 +65,13 @@ class Transcript:
 
     def render(self) -> str:
         return self.preamble + "".join(m.raw or _separated(m.render()) for m in self.messages)
+
+
+def writable(text: str) -> str:
+    """The text with what a session file cannot hold kept as U+FFFD: a NUL (it would make the
+    file read as binary; the vault writes none) and a lone surrogate (from a broken \\u escape
+    or a wrong decoding; UTF-8 has no bytes for it), so that a turn never fails on one."""
+    return _UNWRITABLE.sub("\ufffd", text)
 
 
 def _separated(text: str) -> str:
