@@ -120,8 +120,10 @@ INLINE_TAGS = {"b", "i", "u", "s", "em", "strong", "span", "mark", "small", "sup
                "kbd", "del", "ins", "a", "abbr", "q", "tt", "strike"}  # fmt: skip
 # Emphasis and code marks: asterisks, backticks, pairs of tildes, and underscores but one between
 # two letters or digits (snake_case keeps its underscore; "_ignore_" and "__all__" lose theirs).
-EMPHASIS = re.compile(r"\*\**|`+|~~|_{2,}|(?<![^\W_])_|_(?![^\W_])")
-_UNDERSCORES = re.compile(r"_{2,}|(?<![^\W_])_|_(?![^\W_])")
+# Each branch starts with its mark, so that the engine looks for the marks alone (a branch
+# starting with a lookbehind made it try every place: 20 times slower).
+EMPHASIS = re.compile(r"\*\**|`+|~~|_(?:_+|(?<![^\W_]_)|(?![^\W_]))")
+_UNDERSCORES = re.compile(r"_(?:_+|(?<![^\W_]_)|(?![^\W_]))")
 # What str.split() splits at, as bytes of ASCII ('\x1c'-'\x1f' too), each made a space.
 _SPACES = bytes(32 if (9 <= b <= 13 or 28 <= b <= 32) else b for b in range(256))
 _WIDE_SPACE_BYTES = re.compile(
