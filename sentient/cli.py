@@ -215,6 +215,7 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"error: {given.error}", file=sys.stderr)
             continue
         if text is None:
+            unreadable_any = True  # not judged: it must not pass for clean
             if args.json:
                 print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": NOT_TEXT},
                                  ensure_ascii=False))
@@ -285,8 +286,11 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
             yield Input("<stdin>", decode(sys.stdin.buffer.read()))
             continue
         path = Path(raw)
-        files = sorted(p for p in path.rglob("*") if p.is_file() and ".git" not in p.parts
-                       and ".sentient" not in p.parts) if path.is_dir() else [path]
+        unlisted: list[OSError] = []
+        files = sorted(_files_in(path, unlisted)) if path.is_dir() else [path]
+        for error in unlisted:  # a folder that cannot be listed: what it holds is not scanned
+            yield Input(str(error.filename), None, f"{error.filename}: the folder cannot be read ({error.strerror}); "
+                                                   "check its permissions")
         for file in files:
             try:
                 data = file.read_bytes()
@@ -297,6 +301,13 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
             text = decode(data)
             if text is not None or file == path or file.suffix == ".md":
                 yield Input(str(file), text)
+
+
+def _files_in(folder: Path, errors: list[OSError]) -> Iterator[Path]:
+    """The files under a folder but .git and .sentient; the folders it cannot list go to `errors`."""
+    for root, folders, names in os.walk(folder, onerror=errors.append):
+        folders[:] = [name for name in folders if name not in (".git", ".sentient")]
+        yield from (Path(root, name) for name in names if Path(root, name).is_file())
 
 
 def decode(data: bytes) -> str | None:
@@ -347,6 +358,8 @@ def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
     print(f"{entry.path} · {entry.category or '-'} · {entry.scope or '-'} · source {entry.source or '-'}")
     print(f"revision {entry.revision}" + ("  (edited outside the app)" if entry.edited_outside else ""))
     if entry.flagged:
+        print(f"allow revision {entry.allow_revision} (of its title, text, category and source; for --revision)")
+    if entry.flagged:
         state = "allowed by you at this revision" if entry.allowed else "WITHHELD from the model"
         print(f"! reads like instructions: {state}")
         for match in entry.matches:
@@ -376,7 +389,7 @@ def cmd_memory_forget(args: argparse.Namespace, workspace: Workspace) -> int:
 
 def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     entry = allow_entry(workspace, args.id, args.revision)
-    print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.revision}; an edit will judge it again")
+    print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.allow_revision}; an edit will judge it again")
     return 0
 
 

@@ -57,6 +57,7 @@ class EntryView:
     flagged: bool
     patterns: tuple[str, ...]
     allowed: bool  # flagged, but the person allowed exactly this revision
+    allow_revision: str  # what `allow` takes and records: the revision of all the model is shown (judged_revision)
     edited_outside: bool  # the text changed since the app last wrote it
     body: str = ""
     matches: tuple[Match, ...] = ()
@@ -88,6 +89,7 @@ class EntryView:
             "patterns": list(self.patterns),
             "matches": [{"pattern": m.pattern, "excerpt": m.excerpt} for m in self.matches],
             "allowed": self.allowed,
+            "allow_revision": self.allow_revision,
             "withheld": self.withheld,
             "edited_outside": self.edited_outside,
         }
@@ -117,6 +119,7 @@ def view(workspace: Workspace, item: IndexedDoc | Document) -> EntryView:
         flagged=flagged,
         patterns=judgment.patterns,
         allowed=flagged and not withheld,
+        allow_revision=judged_revision(item),
         edited_outside=item.stored_revision != item.revision,
         body=item.body,
         matches=tuple(Match(f.pattern_id, f.excerpt) for f in judgment.findings),
@@ -264,12 +267,16 @@ def allow_entry(workspace: Workspace, ref: str, revision: str | None = None) -> 
     """Let exactly the current revision of a flagged entry (or note, plan, skill...: see
     parse_ref) through; an edit judges it afresh.
 
-    `revision`, when given, must be the current one (what the person looked at)."""
+    `revision`, when given, must be the current `allow_revision` (what the person looked at:
+    title, body, category and source; the content revision will do for an entry with neither
+    field)."""
     kind, key = parse_ref(workspace, ref)
     current = _get(workspace, kind, key)
-    if revision is not None and revision != current.revision:
-        raise StaleRevision(f"{kind} '{key}' is no longer at revision {revision} (it is at {current.revision}); "
-                            "look at it again before allowing it")
+    now = judged_revision(current)
+    if revision is not None and revision != now:
+        shown = one_line(revision)[:80]  # as typed: it may be anything
+        raise StaleRevision(f"{kind} '{key}' is no longer at revision {shown} (its allow_revision is {now}: its "
+                            "title, text, category and source); look at it again before allowing it")
     flagged, patterns, _ = workspace.judgment_of(current)
     if not flagged:
         raise SentientError(f"{kind} '{key}' is not flagged; there is nothing to allow")

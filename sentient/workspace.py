@@ -29,13 +29,14 @@ class Workspace:
     def index(self) -> Index:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
-            self._index = Index(self.vault, judge=self.judge, judge_version=self.judge_fingerprint,
+            self._index = Index(self.vault, judge=self.judge, judge_version=lambda: self.judge_fingerprint,
                                 judge_many=self.judge.judge_many)
         return self._index
 
     @property
     def judge_fingerprint(self) -> str:
-        return self.judge.patterns.fingerprint
+        """The fingerprint of the pattern set judging now (taken again first if it changed)."""
+        return self.judge.current().fingerprint
 
     def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
         """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
@@ -50,23 +51,25 @@ class Workspace:
         allowed = threat.get("allowed_revision") if isinstance(threat, dict) else None
         if isinstance(item, Document):
             allowed = allowed_revision(item)
-        self.judge.reload()  # first: the index's judgments count only if they were made with this set
+        fingerprint = self.judge_fingerprint  # first: the index's verdicts count only if made with this set
         revision = judged_revision(item)
-        if isinstance(item, IndexedDoc) and item.threat is None and self._judged_by_index():
-            judgment = self.judge.clean(revision)  # the index judged this revision with these patterns
-        else:
+        judgment = None
+        if isinstance(item, IndexedDoc) and item.threat is None and self._judged_by_index(fingerprint):
+            judgment = self.judge.clean(revision, fingerprint)  # the index judged this revision with this set
+        if judgment is None:
             judgment = self.judge.judge(judged_text(item), revision)
-        return judgment, allowed if isinstance(allowed, str) else None
+        return judgment, self.judge.allowance(item, allowed if isinstance(allowed, str) else None)
 
-    def _judged_by_index(self) -> bool:
-        """Whether the index's rows were judged with the current patterns (then a row with no
-        `threat` is a revision they find nothing in: a lookup, in any process)."""
-        return self._index is not None and self._index.judge_version == self.judge_fingerprint
+    def _judged_by_index(self, fingerprint: str) -> bool:
+        """Whether the index's rows were judged with the set of this fingerprint (then a row with
+        no `threat` is a revision it finds nothing in: a lookup, in any process)."""
+        return self._index is not None and self._index.judge_version == fingerprint
 
     def withheld_row(self, row: Listed) -> bool:
         """judgment_of(...)[2] for a row of a listing (Index.newest): a lookup when cached."""
         self.judge.reload()
-        return self.judge.judge(judged_text(row), judged_revision(row)).withheld(row.allowed_revision)
+        judgment = self.judge.judge(judged_text(row), judged_revision(row))
+        return judgment.withheld(self.judge.allowance(row, row.allowed_revision))
 
     def visible(self, item: IndexedDoc | Document) -> bool:
         """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
@@ -123,12 +126,16 @@ class VaultPatterns:
         self._seen = state
         try:
             settings = load_settings(self._settings.vault, {})  # threats: comes from the file alone
+        except SentientError as error:
+            log.warning("%s changed but does not load, so the threat patterns before are kept: %s", CONFIG_FILE, error)
+            return None
+        if settings.threats.file != self._settings.threats.file:  # watch the file it names now, loaded or not
+            self._settings, self._seen = settings, self._state(settings)
+        try:
             patterns = load_patterns(settings)
         except SentientError as error:
             log.warning("the threat patterns changed but do not load, so the ones before are kept: %s", error)
             return None
-        if settings.threats.file != self._settings.threats.file:
-            self._settings, self._seen = settings, self._state(settings)
         log.info("threat patterns loaded again (%s)", patterns.label)
         return patterns
 

@@ -233,6 +233,21 @@ def test_a_lone_surrogate_in_a_chat_message_is_kept_as_a_replacement_character(
     assert answer.json()["reply"] == "Caf\ufffd it is."
 
 
+def test_lone_surrogates_anywhere_in_a_request_get_an_answer_not_a_500(client: TestClient, scripted: Scripted) -> None:
+    refused = client.post("/api/memory/filter-coffee/allow", content=b'{"revision": "sha256:\\udce9"}',
+                          headers=JSON_TYPE)  # fmt: skip
+    assert refused.status_code in (400, 412), refused.text  # quoted back as U+FFFD
+    scripted.queue(text("Hi."), text("Hi again."))
+    for field in (b'"model": "x\\udce9"', b'"user": "anika\\udce9"'):
+        body = b'{"messages": [{"role": "user", "content": "hello \\udce9"}], ' + field + b"}"
+        answer = client.post("/v1/chat/completions", content=body, headers=JSON_TYPE)
+        assert answer.status_code == 200, answer.text
+    scripted.queue(call("memory_recall", query="caf\udce9"), text("Nothing."))
+    turn = client.post("/api/chat", json={"message": "what about coffee?"})
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["tool_calls"][0]["arguments"] == {"query": "caf\ufffd"}
+
+
 def test_chat_reports_the_tool_calls_it_made(client: TestClient, scripted: Scripted) -> None:
     scripted.queue(call("memory_recall", query="Anika"), text("Anika teaches in Mysuru."))
     body = client.post("/api/chat", json={"message": "Where does Anika teach?"}).json()
@@ -550,7 +565,7 @@ def test_an_injected_entry_is_stored_flagged_and_withheld_then_allowed_then_judg
     assert [e["id"] for e in client.get("/api/memory/flagged").json()] == ["note-from-a-web-page"]
     assert [e["id"] for e in client.get("/api/memory", params={"flagged": True}).json()] == ["note-from-a-web-page"]
 
-    allowed = client.post("/api/memory/note-from-a-web-page/allow", json={"revision": entry["revision"]})
+    allowed = client.post("/api/memory/note-from-a-web-page/allow", json={"revision": entry["allow_revision"]})
     assert allowed.status_code == 200
     assert allowed.json()["flagged"] is True and allowed.json()["withheld"] is False
     assert client.get("/api/memory/note-from-a-web-page").json()["withheld"] is False

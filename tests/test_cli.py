@@ -256,7 +256,7 @@ def test_scan_reports_a_file_that_is_not_text(
     blob = vault / "memory" / "blob.md"
     blob.write_bytes(b"\x00\x01binary\x00")
     code, out, _ = run(capsys, "--vault", str(vault), "scan", str(blob))
-    assert code == 0 and out == f"{blob}: not text (it holds binary data), not scanned\n"
+    assert code == 2 and out == f"{blob}: not text (it holds binary data), not scanned\n"  # not judged: not clean
     code, out, _ = run(capsys, "--vault", str(vault), "scan", "--json", str(vault / "memory"))
     rows = {row["input"]: row for row in map(json.loads, out.splitlines())}
     assert rows[str(blob)] == {"input": str(blob), "flagged": False, "scanned": False,
@@ -278,7 +278,7 @@ def test_scan_of_a_folder_reports_every_file_in_order_scanned_in_batches(
     (folder / "05.md").write_bytes(b"\x00\x01binary\x00")
     code, out, _ = run(capsys, "--vault", str(vault), "scan", str(folder))
     lines = out.splitlines()
-    assert code == 1
+    assert code == 2  # 05.md holds binary data: not judged, so not all clean
     assert [line.split(":")[0] for line in lines if not line.startswith(" ")] == [str(folder / n) for n in texts]
     assert f"{folder / '03.md'}: FLAGGED" in lines and f"{folder / '05.md'}: not text" in out
     assert sum(line.endswith(": clean") for line in lines) == 6

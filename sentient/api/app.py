@@ -22,6 +22,7 @@ from sentient.config import Settings
 from sentient.errors import SentientError
 from sentient.llm import LLM
 from sentient.tools import build_registry
+from sentient.vault.transcript import writable
 from sentient.watcher import Watcher
 from sentient.workspace import open_workspace
 
@@ -34,7 +35,8 @@ def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
     kind = "invalid_request_error" if status < 500 else "server_error"
     if status == 401:
         kind = "authentication_error"
-    return {"error": {"message": message, "type": kind, "status": status, **extra}}
+    # a message may quote what was sent, lone surrogates too (which JSON cannot send back)
+    return {"error": {"message": writable(message), "type": kind, "status": status, **extra}}
 
 
 class BodyLimit:

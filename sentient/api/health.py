@@ -23,5 +23,5 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "watcher": watcher.mode if watcher is not None else "off",
         "model": agent.llm.model_name("chat"),
         "unreadable_files": len(problems),
-        "pattern_set": workspace.judge.patterns.label,
+        "pattern_set": workspace.judge.current().label,
     }

@@ -18,13 +18,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, StrictBool
+from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
 
 from sentient.agent.turn import Agent, TurnResult
 from sentient.api.chat import TurnFailed, relay
 from sentient.api.deps import AgentDep
 from sentient.errors import SentientError
 from sentient.llm import LLMError
+from sentient.vault.transcript import writable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 MODEL_ID = "sentient"
@@ -35,6 +36,11 @@ class V1Message(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _writable(cls, value: str | list[dict[str, Any]] | None) -> str | list[dict[str, Any]] | None:
+        return writable(value) if isinstance(value, str) else value
 
 
 class CompletionRequest(BaseModel):
@@ -47,6 +53,12 @@ class CompletionRequest(BaseModel):
     messages: list[V1Message]
     stream: StrictBool = False
     user: str | None = None
+
+    @field_validator("model", "user")
+    @classmethod
+    def _writable(cls, value: str | None) -> str | None:
+        """Kept as a chat keeps text: a lone surrogate (a broken \\u escape) as U+FFFD."""
+        return writable(value) if value is not None else None
 
 
 def text_of(content: str | list[dict[str, Any]] | None) -> str:

@@ -46,11 +46,13 @@ _KNOWLEDGE_SECTION = re.compile(r"^## knowledge · [^\n]*\n.*?(?=^## \S+ · |\Z)
 class Index(Reader):
     """The search index of one vault. Thread-safe; use as a context manager or call close()."""
 
-    def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str = "",
+    def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str | Callable[[], str] = "",
                  judge_many: Callable[[Sequence[Document]], object] | None = None,
                  timeout: float = 5.0, broad: int = BROAD_MATCHES) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
-        change `judge_version` when its verdicts may change. `judge_many`, when given, judges a
+        `judge_version` names its verdicts (a function giving the current name, for a judge whose
+        pattern set can change while the index is open: the rows are then judged again, by the
+        next sync or update, before any is written under the new name). `judge_many`, when given, judges a
         sync's documents in batches first (ThreatJudge.judge_many: faster for many short texts),
         so `judge` finds them cached. `timeout`: seconds to wait for another process's write
         before IndexUnavailable. `broad`: see search()."""
@@ -61,11 +63,11 @@ class Index(Reader):
         self.path = vault.state_dir / DB_NAME
         self._judge = judge
         self._judge_many = judge_many
+        self._judge_version = judge_version
         # the judge every row's `threat` comes from (None: rows keep the frontmatter's)
-        self.judge_version = None if judge is None else judge_version
-        self._fingerprint = json.dumps({"max_file_bytes": vault.max_file_bytes,
-                                        "session_bytes": vault.max_bytes("session"),
-                                        "judge": None if judge is None else judge_version})
+        self.judge_version: str | None = None
+        self._fingerprint = ""
+        self._label(self._current_judge_version())
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -207,8 +209,10 @@ class Index(Reader):
             if self._corrupt:
                 self._reset()
             with self._writing() as conn:
-                if rebuild or self._meta(conn, "fingerprint") != self._fingerprint:
-                    self._create(conn)
+                label = self._current_judge_version()  # the rows are judged with the set of now
+                if rebuild or label != self.judge_version or self._meta(conn, "fingerprint") != self._fingerprint:
+                    self._create(conn)  # dropped first: no row judged by another set is left under the new name
+                    self._label(label)
                     conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
                 data_version = conn.execute("PRAGMA data_version").fetchone()[0]
                 stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
@@ -267,6 +271,7 @@ class Index(Reader):
             if progress is not None and (reported != total or total == 0):
                 progress(total, total)
             problem_count = self._flush(batch, optimize=optimize, states=(data_version, fresh, stale))
+        self._check_label()
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
 
@@ -380,11 +385,40 @@ class Index(Reader):
 
     def update(self, path: Path) -> None:
         """One file changed (or appeared): re-read it. Non-documents and temp files are ignored.
-        (A folder moved or deleted is no file event: call sync() for it.)"""
+        (A folder moved or deleted is no file event: call sync() for it.) After the judge's
+        pattern set changed, the whole index is judged again instead (see __init__)."""
+        if self._current_judge_version() != self.judge_version:
+            self.sync()
+            return
         try:
             self._refresh(path)
         except _Reset:
             self.sync()
+            return
+        self._check_label()
+
+    def _check_label(self) -> None:
+        """After a write: if the judge's set changed while rows were judged, some may be judged
+        by another set than the name says. The index then names none, in the file too, so that
+        nothing takes its rows' verdicts for the set of now, and the next sync rebuilds it."""
+        if self._judge is None or self._current_judge_version() == self.judge_version:
+            return
+        with self._lock, self._writing() as conn:
+            self._label(None)
+            conn.execute("UPDATE meta SET value = ? WHERE name = 'fingerprint'", ("judged by a set since changed",))
+
+    def _current_judge_version(self) -> str | None:
+        if self._judge is None:
+            return None
+        version = self._judge_version
+        return version() if callable(version) else version
+
+    def _label(self, judge_version: str | None) -> None:
+        """Name the verdicts the rows are judged with (in the index file too, by a sync, which
+        rebuilds an index holding another name)."""
+        self.judge_version = judge_version
+        self._fingerprint = json.dumps({"max_file_bytes": self.vault.max_file_bytes,
+                                        "session_bytes": self.vault.max_bytes("session"), "judge": judge_version})
 
     def remove(self, path: Path) -> None:
         """One file was deleted. The disk is checked, so a file that came back is kept."""

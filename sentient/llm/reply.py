@@ -70,6 +70,8 @@ def parse_tool_call(call_id: str | None, name: str | None, raw: str | None, posi
         return ToolCall(call_id, name or "", {}, raw, f"not valid JSON ({exc})")
     if not isinstance(parsed, dict):
         return ToolCall(call_id, name or "", {}, raw, f"a JSON object is needed, not {type(parsed).__name__}")
+    if "\\ud" in raw.lower():  # a \u escape of a lone surrogate: kept as U+FFFD, like the model's text
+        parsed = json.loads(model_text(json.dumps(parsed, ensure_ascii=False)))
     return ToolCall(call_id, name or "", parsed, raw)
 
 

@@ -149,6 +149,11 @@ class ThreatJudge:
         self._source = source
         self._next_look = 0.0
 
+    def current(self) -> PatternSet:
+        """The set judging now, taken again first if its source has a new one (see `reload`)."""
+        self.reload()
+        return self.patterns
+
     def reload(self) -> None:
         """Take the set `source` has, if it has a new one and it is time to ask (see __init__)."""
         if self._source is None or time.monotonic() < self._next_look:
@@ -183,12 +188,14 @@ class ThreatJudge:
                 self._cache.popitem(last=False)
         return judgment
 
-    def clean(self, revision: str) -> Judgment:
-        """The judgment of a revision that this pattern set is known to find nothing in (an
-        index built with this judge recorded so), without scanning it: the cache across
-        processes that the index is. Cached like any other. It never takes a new set (see
-        `reload`): the caller has checked which set the index judged with."""
+    def clean(self, revision: str, fingerprint: str) -> Judgment | None:
+        """The judgment of a revision that the set of `fingerprint` is known to find nothing in
+        (an index built with it recorded so), without scanning it: the cache across processes
+        that the index is. Cached like any other. None when another set judges now (it was
+        just taken again): the verdict is not its own."""
         patterns = self.patterns
+        if patterns.fingerprint != fingerprint:
+            return None
         key = (revision, patterns.fingerprint)
         with self._lock:
             judgment = self._cache.get(key)
@@ -220,12 +227,23 @@ class ThreatJudge:
         found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
         return [judgment for judgment in found if judgment is not None]
 
+    def allowance(self, document: Shown, allowed: str | None) -> str | None:
+        """The judged revision (see judged_revision) that the document's `allowed_revision`
+        covers: itself; or, for one made before category and source were judged (of title and
+        body alone), the document's judged revision while those fields on their own match
+        nothing, so that such an allowance holds unless they are what reads as instructions."""
+        fields = _shown_fields(document)
+        if allowed is None or not fields or allowed != document.revision or self.judge(fields).flagged:
+            return allowed
+        return judged_revision(document)
+
     def is_withheld(self, document: Document) -> bool:
-        return is_withheld(document, self.judge(document))
+        return self.judge(document).withheld(self.allowance(document, allowed_revision(document)))
 
     def threat(self, document: Document) -> dict[str, Any] | None:
-        """The `threat:` mapping for the document as it is now (None: nothing matched)."""
-        return self.judge(document).threat(allowed_revision(document))
+        """The `threat:` mapping for the document as it is now (None: nothing matched); an
+        allowance from before category and source were judged is written in its new form."""
+        return self.judge(document).threat(self.allowance(document, allowed_revision(document)))
 
     def __call__(self, document: Document) -> Mapping[str, Any] | None:
         return self.threat(document)

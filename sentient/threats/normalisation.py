@@ -38,7 +38,7 @@ SEPARATOR = "\n\x00\n"
 # variation selectors, fillers that render as nothing. Unicode tag characters (U+E0020-E007E)
 # spell ASCII invisibly, so they are decoded to the ASCII they hide rather than dropped.
 _INVISIBLE = (
-    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x2800, 0x3164, 0xFEFF, 0xFFA0]
+    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0]
     + list(range(0x200B, 0x2010))
     + list(range(0x202A, 0x202F))
     + list(range(0x2060, 0x2070))
@@ -66,7 +66,8 @@ LOOKALIKES = {
     # Latin and Armenian variants
     "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ʟ": "l", "ᴀ": "a", "ᴇ": "e", "ᴏ": "o", "օ": "o",
     "ս": "u", "հ": "h", "ո": "n",
-    # Quotes and dashes
+    # Quotes, dashes, and the braille blank, which shows as a space (between words, it hides them)
+    "\u2800": " ",
     "\u2018": "'", "\u2019": "'", "\u201b": "'", "\u2032": "'", "\u02bc": "'",
     "\u201c": '"', "\u201d": '"', "\u201f": '"', "\u2033": '"',
     "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-", "\u2212": "-",
@@ -75,7 +76,7 @@ LOOKALIKES = {
 # to where a match may start instead of trying every position.
 FOLDABLE = re.compile("[" + "".join(LOOKALIKES) + "]")
 UNHIDABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
     "\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
 )
 # Runs of three or more single letters split by one space, dot, dash or asterisk: "i g n o r e".

@@ -18,7 +18,7 @@ from typing import Any
 _parser: Any = importlib.import_module("re._parser")  # the engine's own parser; no public one
 
 # The characters a sample is made of where an expression allows many.
-SAFE = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?'\"-/()[]{}=@#%+\n\t"
+SAFE = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?'\"-/()[]{}=@#%+\n\t_*`~<>&|$^"
 _CLASSES = {"CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W", "CATEGORY_SPACE": r"\s",
             "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D"}  # fmt: skip
 

@@ -16,7 +16,7 @@ from sentient.threats.normalisation import collapse, collapse_bytes, lower_bytes
 
 VIEWS = ("flat", "lines", "raw")
 # Bumped when normalisation changes what a pattern can match; part of every fingerprint.
-NORMALISER_VERSION = 4
+NORMALISER_VERSION = 5
 # Long views are cut into blocks of about this many characters, each with its own word set,
 # so that a word is looked for only in the blocks that hold it.
 BLOCK_CHARS = 512
