@@ -46,7 +46,7 @@ from sentient.threats.normalisation import (
     strip_markup,
     unescape,
 )
-from sentient.threats.samples import samples
+from sentient.threats.samples import in_context, samples
 from sentient.threats.views import BLOCKS_FROM
 from sentient.vault import Vault
 
@@ -458,7 +458,7 @@ def test_every_keyword_group_is_met_by_what_its_expressions_match(patterns: Patt
     checked = 0
     for number, pattern in enumerate(patterns.patterns):
         for regex in pattern.regexes:
-            for text in samples(regex, 40):
+            for text in (variant for sample in samples(regex, 40) for variant in in_context(sample)):
                 views = patterns.normalise(text)
                 if regex.search(views.subject(pattern.view, pattern.case_sensitive)) is None:
                     continue  # a lookaround or the normalisation changed it
@@ -473,7 +473,10 @@ def test_a_vault_pattern_whose_keywords_its_matches_lack_is_refused_with_an_exam
     lacking = {"id": "mine", "class": "override", "description": "d", "regex": "abc", "keywords": ["xyz"]}
     with pytest.raises(ConfigError, match=r"threats.patterns\[0\] \(id 'mine'\): its regex matches 'abc'.*'keywords'"):
         PatternSet.load([lacking])
-    PatternSet.load([{**lacking, "keywords": ["abc"]}])
+    PatternSet.load([{**lacking, "regex": r"\babc\b", "keywords": ["abc"]}])
+    inside_words = {**lacking, "regex": "pineapple protocol", "keywords": ["protocol"]}  # 'pineapple protocols'
+    with pytest.raises(ConfigError, match="its regex matches 'pineapple protocols'"):
+        PatternSet.load([inside_words])
     PatternSet.load([{**lacking, "regex": r"\bpineapple (?:protocol|plan)\b", "keywords": [["pineapple"]]}])
 
 

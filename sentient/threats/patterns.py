@@ -21,7 +21,7 @@ from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, 
 from sentient.threats.gates import Gates
 from sentient.threats.prefilter import Prefilter
 from sentient.threats.prefilter import load as load_prefilter
-from sentient.threats.samples import samples
+from sentient.threats.samples import in_context, samples
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
 
 PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
@@ -213,7 +213,7 @@ class PatternSet:
         if not pattern.keywords:
             return
         for regex in pattern.regexes:
-            for text in samples(regex, KEYWORD_SAMPLES):
+            for text in (variant for sample in samples(regex, KEYWORD_SAMPLES) for variant in in_context(sample)):
                 views = self.normalise(text)
                 if regex.search(views.subject(pattern.view, pattern.case_sensitive)) is None:
                     continue  # a lookaround, an anchor or the normalisation made it no match
@@ -221,8 +221,9 @@ class PatternSet:
                     groups = [list(group) for group in pattern.keywords]
                     raise ConfigError(
                         f"{pattern.origin} (id '{pattern.id}'): its regex matches {text!r}, which does not "
-                        f"have its 'keywords' {groups}, so the pattern would never run on such a text. "
-                        "Give each group a word that every match holds, or leave 'keywords' out"
+                        f"have its 'keywords' {groups} (a keyword of letters, digits and _ as a whole word), so "
+                        "the pattern would never run on such a text. Give each group a word that every match "
+                        "holds (with \\b around the regex's words if they must be whole), or leave 'keywords' out"
                     )
 
 

@@ -32,6 +32,12 @@ def samples(regex: re.Pattern[str], count: int, seed: int = 11) -> Iterator[str]
         yield _make(parsed, rng)
 
 
+def in_context(text: str) -> tuple[str, ...]:
+    """A sample, and the sample with word characters glued on: a keyword word must be a whole
+    word of the text, which a match inside a longer word ("protocols") is not."""
+    return text, text + "s", "x" + text, "_" + text + "_"
+
+
 def _make(items: Any, rng: random.Random) -> str:
     out = []
     for op, value in items:
