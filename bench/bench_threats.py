@@ -73,7 +73,14 @@ NOTES = [
     "`sentient scan` of 20 MB without helpers went from 1.2-2.0 to 2.2-2.5 s until it was rewritten to start "
     "from the underscore (back to 1.4-1.6 s, the old code 1.5-1.7 s beside it). Instructions a megabyte "
     "(cachegrind, setup subtracted, cc6a333 -> a4202e4): 4 KB files 292 -> 302 M, notes in batches 311 -> "
-    "307 M, one long text 375 -> 381 M.",
+    "307 M, one long text 375 -> 381 M; one `scan()` a note 1026 -> 1034 M (the code of a4202e4 and fb3ff37 "
+    "alike). Runs of this bench this round, before the one in the table: 05:58 UTC at 9b6d399 (RESULTS "
+    "then) and 06:18 at fb3ff37: notes in batches alone 14.2 and 20.9 MB/s, with the helper 18.9 and 23.7; 4 KB "
+    "files by `scan()` 11.4 and 10.5, in batches alone 10.6 and 13.9, with the helper 20.4 and 21.7; one long "
+    "text 12.6 and 11.6; `sentient scan FOLDER` 12.5 and 10.6. Their pure-Python column ran 30-40% below the "
+    "last round's on file-sized texts too (2.1-2.2 against 3.5 MB/s), and the old and new code timed in turn "
+    "in one process a minute apart gave 13.2-22.8 MB/s for the same 4 KB files: this half-hour the machine "
+    "was slow, and the code is within 4% of last round's (instruction counts above).",
     "- **The round before (2026-12-02, second session): views made in pieces.** (1) A text of over 16,384 "
     "characters, and the joined text of a batch, has its views made in pieces of about 8,192 characters "
     "ending at line breaks, then joined (normalisation.views_of). A long text holds every kind of markup "
