@@ -11,7 +11,7 @@ from types import TracebackType
 from sentient.config import CONFIG_FILE, Settings, load_settings
 from sentient.errors import SentientError
 from sentient.index import Index, IndexedDoc, Listed
-from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision, judged_text
+from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import Document, Vault
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Workspace:
         if isinstance(item, IndexedDoc) and item.threat is None and self._judged_by_index(fingerprint):
             judgment = self.judge.clean(revision, fingerprint)  # the index judged this revision with this set
         if judgment is None:
-            judgment = self.judge.judge(judged_text(item), revision)
+            judgment = self.judge.judge(item, revision)
         return judgment, self.judge.allowance(item, allowed if isinstance(allowed, str) else None)
 
     def _judged_by_index(self, fingerprint: str) -> bool:
@@ -68,7 +68,7 @@ class Workspace:
     def withheld_row(self, row: Listed) -> bool:
         """judgment_of(...)[2] for a row of a listing (Index.newest): a lookup when cached."""
         self.judge.reload()
-        judgment = self.judge.judge(judged_text(row), judged_revision(row))
+        judgment = self.judge.judge(row)
         return judgment.withheld(self.judge.allowance(row, row.allowed_revision))
 
     def visible(self, item: IndexedDoc | Document) -> bool:

@@ -52,9 +52,12 @@ def judged_text(document: Shown) -> str:
 
 def judged_revision(document: Shown) -> str:
     """What a judgment of the document, and an allowance of it, is of: its revision (of title
-    and body) when it has none of SHOWN_FIELDS, else the revision of all of its judged text,
-    so that editing a field the model is shown judges it afresh too."""
-    return text_revision(judged_text(document)) if _shown_fields(document) else document.revision
+    and body) when it has none of SHOWN_FIELDS, else that revision and those fields hashed
+    together, so that editing a field the model is shown judges it afresh too."""
+    fields = _shown_fields(document)
+    if not fields:
+        return document.revision
+    return "sha256:" + hashlib.sha256(f"{document.revision}\n{fields}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _shown_fields(document: Shown) -> str:
@@ -166,13 +169,13 @@ class ThreatJudge:
         if fresh is not None:
             self.patterns = fresh
 
-    def judge(self, subject: Document | str, revision: str | None = None) -> Judgment:
+    def judge(self, subject: Shown | str, revision: str | None = None) -> Judgment:
         """The judgment of a document (its judged_text) or of a text at `revision`."""
         self.reload()
-        if isinstance(subject, Document):
-            key_revision = revision or judged_revision(subject)
-        else:
+        if isinstance(subject, str):
             key_revision = revision or text_revision(subject)
+        else:
+            key_revision = revision or judged_revision(subject)
         patterns = self.patterns
         key = (key_revision, patterns.fingerprint)
         with self._lock:
@@ -180,7 +183,7 @@ class ThreatJudge:
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        text = judged_text(subject) if isinstance(subject, Document) else subject
+        text = subject if isinstance(subject, str) else judged_text(subject)  # only now: a lookup needs none
         judgment = judge_text(text, patterns, key_revision)
         with self._lock:
             self._cache[key] = judgment
@@ -205,19 +208,19 @@ class ThreatJudge:
                     self._cache.popitem(last=False)
             return judgment
 
-    def judge_many(self, subjects: Sequence[Document | str]) -> list[Judgment]:
+    def judge_many(self, subjects: Sequence[Shown | str]) -> list[Judgment]:
         """The judgments of many documents (or texts), as `judge` gives them one by one, but
         with the ones not cached scanned together (`scan_many`): much faster for many short
         entries, as when an index is built. They are cached, so reading them afterwards with
         `judge` is a lookup."""
         self.reload()
         patterns = self.patterns
-        keys = [(judged_revision(s) if isinstance(s, Document) else text_revision(s), patterns.fingerprint)
+        keys = [(text_revision(s) if isinstance(s, str) else judged_revision(s), patterns.fingerprint)
                 for s in subjects]  # fmt: skip
         with self._lock:
             found = [self._cache.get(key) for key in keys]
         missing = list({keys[n]: n for n, judgment in reversed(list(enumerate(found))) if judgment is None}.values())
-        texts = [judged_text(s) if isinstance(s, Document) else s for s in (subjects[n] for n in missing)]
+        texts = [s if isinstance(s, str) else judged_text(s) for s in (subjects[n] for n in missing)]
         judged = {keys[n]: _judgment(tuple(findings), patterns, keys[n][0])
                   for n, findings in zip(missing, scan_many(texts, patterns), strict=True)}  # fmt: skip
         with self._lock:
