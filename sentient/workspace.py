@@ -123,14 +123,17 @@ class VaultPatterns:
         state = self._state(self._settings)
         if state == self._seen:
             return None
-        self._seen = state
+        seen, self._seen = self._seen, state
         try:
             settings = load_settings(self._settings.vault, {})  # threats: comes from the file alone
         except SentientError as error:
             log.warning("%s changed but does not load, so the threat patterns before are kept: %s", CONFIG_FILE, error)
             return None
-        if settings.threats.file != self._settings.threats.file:  # watch the file it names now, loaded or not
-            self._settings, self._seen = settings, self._state(settings)
+        before, self._settings = self._settings.threats, settings
+        if settings.threats == before and state[1] == seen[1]:
+            return None  # another setting changed: the patterns are as they were (no second of compiling)
+        if settings.threats.file != before.file:  # watch the file it names now, loaded or not
+            self._seen = self._state(settings)
         try:
             patterns = load_patterns(settings)
         except SentientError as error:

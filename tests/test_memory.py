@@ -83,6 +83,10 @@ def test_a_running_workspace_takes_a_pattern_added_to_sentient_yaml_and_keeps_it
     assert not any(row.key == "gift-ideas" for row in workspace.index.newest("memory", ["global"])
                    if not workspace.withheld_row(row))  # fmt: skip
 
+    loaded = workspace.judge.patterns
+    configure(vault, user={"name": "Maya"})  # another setting: the set is not loaded again
+    assert list_entries(workspace, flagged_only=True) and workspace.judge.patterns is loaded
+
     configure(vault, threats={"patterns": [{"id": "broken", "class": "override", "description": "d",
                                             "regex": "(unclosed"}]})  # fmt: skip
     assert [e.id for e in list_entries(workspace, flagged_only=True)] == ["gift-ideas"]  # the set before is kept
