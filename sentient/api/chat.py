@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,9 +18,9 @@ from sentient.api.deps import AgentDep
 from sentient.errors import NotFound, SentientError
 from sentient.llm import LLMError
 from sentient.vault.kinds import check_key
+from sentient.vault.transcript import writable
 
 router = APIRouter(tags=["chat"])
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ChatRequest(BaseModel):
@@ -47,7 +46,7 @@ class ChatRequest(BaseModel):
     def _surrogates_kept_as_replacement(cls, value: str) -> str:
         """A lone surrogate (a \\u escape of half a UTF-16 pair) is no character and has no UTF-8:
         it is kept as U+FFFD, as the session file keeps it, so the turn and its title never fail on it."""
-        return _LONE_SURROGATE.sub("\ufffd", value)
+        return writable(value)
 
     @field_validator("session_id")
     @classmethod

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from sentient.vault.transcript import writable
 
 
 @dataclass(frozen=True)
@@ -45,17 +46,10 @@ class Reply:
 
 
 def model_text(content: str | None) -> str:
-    """What the model said, as text that can be sent on and saved: a lone surrogate (from a
-    broken \\u escape in the provider's JSON) is kept as U+FFFD, as UTF-8 has no bytes for it."""
-    text = content or ""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    """What the model said, as text that can be sent on and saved: kept as a session keeps it
+    (transcript.writable: a lone surrogate from a broken \\u escape in the provider's JSON, or a
+    NUL, as U+FFFD)."""
+    return writable(content or "")
 
 
 def parse_tool_call(call_id: str | None, name: str | None, raw: str | None, position: int) -> ToolCall:
