@@ -52,6 +52,19 @@ class ChatSettings(_Section):
     keep_messages: int = Field(default=6, ge=2)  # recent messages kept verbatim by compaction
     knowledge_entries: int = Field(default=40, ge=0)  # memory entries listed in the knowledge block
 
+    # What one send may carry, from the budget at about four characters a token. Over it, the
+    # model's context overflows and the send fails, whatever the text holds.
+    @property
+    def result_chars(self) -> int:
+        """The most characters of one tool result the model is given: a quarter of the budget."""
+        return self.context_tokens
+
+    @property
+    def pinned_chars(self) -> int:
+        """The most characters of pinned bodies a session is shown, all its pins together: half
+        the budget."""
+        return 2 * self.context_tokens
+
 
 class ApiSettings(_Section):
     host: str = "127.0.0.1"

@@ -2,12 +2,14 @@
 of what the agent has remembered), and a signature of it.
 
 The signature covers every delivered item's id and content revision (and what is shown of it
-besides, such as a category), the memory index's count, and the template's own revision, so
+besides, such as a category, or how much of a long pin), the memory index's count, and the template's own revision, so
 editing a pinned note or renaming its title re-sends the block, and nothing else does.
 
 Nothing here may fail a send: `build` raises nothing; a source that cannot be read is left
 out and the rest is still delivered. It is never presented as empty: the block says that it
 could not be read (memory as a whole, or one pinned note), and points the person to doctor.
+Pins too long for the session's budget together are cut (`fitted`), saying so in the block and
+to the person (`problems`), rather than overflow the model's context on every send.
 
 Remembered text is quoted data: every title, one-liner and body is passed through `quoted`
 (and titles through `one_line`), so no text written to the vault can close the block's tags
@@ -22,7 +24,7 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,35 @@ class Pin(QuotedText):
     title: str
     body: str
     revision: str
+    shown_chars: int | None = None  # the body is cut to this many characters (None: shown whole)
+
+    @property
+    def cut(self) -> bool:
+        return self.shown_chars is not None and len(self.body.strip()) > self.shown_chars
+
+    @property
+    def shown_body(self) -> str:
+        body = self.body.strip()
+        if self.shown_chars is None or not self.cut:
+            return quoted(body)
+        return (f"{quoted(body[: self.shown_chars])}\n... (cut here: the other {len(body) - self.shown_chars} "
+                f"characters of this {self.kind} do not fit this session, so you have not seen them)")
+
+
+def fitted(pins: Sequence[Pin], most: int) -> list[Pin]:
+    """The pins with their bodies cut so that together they hold at most `most` characters:
+    taken shortest first, each is shown whole when it fits an equal share of what is left, so
+    short pins leave their room to long ones."""
+    left, count = most, len(pins)
+    limits: dict[int, int] = {}
+    for number in sorted(range(len(pins)), key=lambda n: len(pins[n].body.strip())):
+        share = left // count
+        size = len(pins[number].body.strip())
+        if size > share:
+            limits[number] = share
+        left -= min(size, share)
+        count -= 1
+    return [replace(pin, shown_chars=limits[n]) if n in limits else pin for n, pin in enumerate(pins)]
 
 
 @dataclass(frozen=True)
@@ -276,6 +307,11 @@ class KnowledgeBuilder:
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
                 pins.append(Pin(kind, key, doc.title, doc.body, doc.revision))
+        most = self.workspace.settings.chat.pinned_chars
+        pins = fitted(pins, most)
+        problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown_chars} of {len(pin.body.strip())} characters are "
+                     f"shown (a session's pins share {most}, twice chat.context_tokens); shorten it or split it"
+                     for pin in pins if pin.cut]
         return pins, unread, problems
 
     def _folder_failed(self, kind: str) -> bool:
@@ -340,7 +376,7 @@ def signature_of(
 ) -> str:
     payload: dict[str, Any] = {
         "template": template_revision,
-        "pins": [[p.kind, p.id, p.revision] for p in pins],
+        "pins": [[p.kind, p.id, p.revision, *([p.shown_chars] if p.cut else [])] for p in pins],
         "memory": None
         if memory is None
         else [memory.total, [[e.id, e.revision, e.category] for e in memory.entries]],

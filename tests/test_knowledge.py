@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sentient.agent.compaction import pinned_block
 from sentient.agent.turn import Agent, session_knowledge
 from sentient.errors import NotFound, SentientError
-from sentient.knowledge import IndexEntry, MemoryIndex, Pin, require_pins, signature_of
+from sentient.knowledge import IndexEntry, MemoryIndex, Pin, fitted, require_pins, signature_of
 from sentient.memory import create_entry
 from sentient.tasks.executor import run_task
 from sentient.vault import transcript
@@ -201,6 +201,41 @@ def test_an_entry_with_a_category_that_reads_as_instructions_is_absent_and_long_
     assert block is not None and "DAN" not in block and "(id: bread)" not in block
     rye = next(line for line in block.splitlines() if "(id: rye)" in line)
     assert len(rye) < 300 and "…" in rye
+
+
+def test_pins_too_long_for_the_session_are_cut_shortest_whole_and_the_person_is_told(
+    basic: Path, scripted: Scripted
+) -> None:
+    configure(basic, chat={"context_tokens": 1000})  # the pins share 2,000 characters
+    note = basic / "pins" / "notes" / "ledger-onboarding-notes.md"
+    note.write_text(note.read_text() + "- Old question " * 20_000 + "\n")  # about 300 KB
+    agent = agent_on(basic)
+    session = agent.new_session(pins=[NOTE, PLAN])
+    shown, _ = session_knowledge(agent.workspace, session)
+    assert shown is not None
+    plan_chars = len(agent.workspace.vault.get("plan", "ledger-v2-launch").body.strip())
+    assert "Ship the new onboarding to all users" in shown.text  # the short plan, whole
+    assert f"only its first {2000 - plan_chars} of " in shown.problems[0] and NOTE in shown.problems[0]
+    assert "shorten it or split it" in shown.problems[0]
+    assert "do not fit this session, so you have not seen them)\n</pinned-note>" in shown.text
+    assert len(shown.text) < 4000
+    scripted.queue(text("ok"), text("ok"))
+    agent.turn("hi", session=session)
+    block = carried_block(scripted.requests[0])
+    assert block is not None and "Can the GST step move" in block and len(block) < 4000
+    configure(basic, chat={"context_tokens": 2000})  # more room: more of the note is shown, and sent again
+    agent = agent_on(basic)
+    agent.turn("again", session=session)
+    again = carried_block(scripted.requests[1])
+    assert again is not None and len(again) > len(block or "") + 1500
+
+
+def test_pins_share_their_room_equally_and_a_short_one_leaves_its_room_to_the_others() -> None:
+    pins = [Pin("note", name, "t", "x" * size, "sha256:1") for name, size in (("a", 5000), ("b", 100), ("c", 900))]
+    assert [pin.shown_chars for pin in fitted(pins, 3000)] == [2000, None, None]
+    assert [pin.shown_chars for pin in fitted(pins, 1000)] == [450, None, 450]
+    assert [pin.shown_chars for pin in fitted(pins, 6000)] == [None, None, None]
+    assert not any(pin.cut for pin in fitted(pins, 6000))
 
 
 def test_a_memory_off_turn_gets_its_pins_and_no_index(basic: Path, scripted: Scripted) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -351,6 +352,44 @@ def test_memory_recall_and_the_memories_of_a_message_cut_an_entry_alike(
     assert cut + "\n</memory>" in shown_with_message
     assert cut + "\n</memory>" in recalled
     assert "x" * 2_000 + "\n</memory>" in read_whole
+
+
+def test_a_very_large_entry_is_read_in_parts_that_fit_the_session(
+    make_vault: Callable[[str], Path], scripted: Scripted
+) -> None:
+    vault = make_vault("basic")
+    configure(vault, chat={"context_tokens": 2000})  # a tool result holds 2,000 characters; a part 1,500
+    agent = agent_on(vault)
+    body = "".join(f"Step {number:04}: fold the dough. " for number in range(120)).strip()  # 3,239 characters
+    create_entry(agent.workspace, title="Long method", body=body, id="long-method")
+    scripted.queue(call("memory_recall", id="long-method"), call("memory_recall", id="long-method", part=3),
+                   call("memory_recall", id="long-method", part=4), text("ok"))
+    agent.turn("How do I fold the dough?")
+    first, last, beyond = (str(scripted.requests[n]["messages"][-1]["content"]) for n in (1, 2, 3))
+    assert ">\n" + body[:1500] + "\n</memory>" in first
+    assert first.endswith("(part 1 of 3 of memory long-method; memory_recall id=long-method part=2 for the next)")
+    assert body[3000:] + "\n</memory>" in last
+    assert last.endswith("(part 3 of 3 of memory long-method; this is the last)")
+    assert beyond == "Error: memory long-method has 3 parts: give a part from 1 to 3"
+    assert all(len(result) <= 2000 for result in (first, last))
+
+
+def test_a_tool_result_longer_than_the_session_takes_is_cut_and_says_so(
+    make_vault: Callable[[str], Path], scripted: Scripted
+) -> None:
+    vault = make_vault("basic")
+    configure(vault, chat={"context_tokens": 500})  # a tool result holds 500 characters
+    agent = agent_on(vault)
+    for number in range(5):
+        create_entry(agent.workspace, title=f"Garden bed {number}", body=f"Bed {number} gets compost. " * 30)
+    scripted.queue(call("memory_recall", query="garden bed compost", limit=5), text("ok"))
+    result = agent.turn("What do the garden beds get?")
+    assert result.text == "ok"
+    recalled = str(scripted.requests[1]["messages"][-1]["content"])
+    shown, note = recalled.split("\n... (cut here: ")
+    assert recalled.startswith("Remembered entries") and len(shown) == 500
+    assert re.fullmatch(r"memory_recall gave \d{4} characters, more than this session takes at once; ask for "
+                        r"less, or for the next part where the tool has parts\)", note)
 
 
 def test_a_search_looks_past_withheld_entries_for_visible_ones(workspace: Workspace) -> None:

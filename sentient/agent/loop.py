@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sentient.agent.context import ToolContext
@@ -38,7 +38,22 @@ class LoopResult:
 
 
 def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
-    """Run one call the model made; every failure becomes text for the model."""
+    """Run one call the model made; every failure becomes text for the model, and a result too
+    long for the session is cut (see `fit`)."""
+    return fit(_run_tool_call(ctx, offered, call), ctx.agent.workspace.settings.chat.result_chars)
+
+
+def fit(record: CallRecord, most: int) -> CallRecord:
+    """The record with its result cut to `most` characters, saying so: a longer one would
+    overflow the model's context, and the turn would fail whatever the result held."""
+    if len(record.result) <= most:
+        return record
+    text = (f"{record.result[:most]}\n... (cut here: {record.name} gave {len(record.result)} characters, more than "
+            f"this session takes at once; ask for less, or for the next part where the tool has parts)")
+    return replace(record, result=text)
+
+
+def _run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
     item = offered.get(call.name)
     if item is None:
         registered = ctx.agent.registry.get(call.name)
