@@ -52,19 +52,6 @@ class ChatSettings(_Section):
     keep_messages: int = Field(default=6, ge=2)  # recent messages kept verbatim by compaction
     knowledge_entries: int = Field(default=40, ge=0)  # memory entries listed in the knowledge block
 
-    # What one send may carry, from the budget at about four characters a token. Over it, the
-    # model's context overflows and the send fails, whatever the text holds.
-    @property
-    def result_chars(self) -> int:
-        """The most characters of one tool result the model is given: a quarter of the budget."""
-        return self.context_tokens
-
-    @property
-    def pinned_chars(self) -> int:
-        """The most characters of pinned bodies a session is shown, all its pins together: half
-        the budget."""
-        return 2 * self.context_tokens
-
 
 class ApiSettings(_Section):
     host: str = "127.0.0.1"
@@ -114,6 +101,29 @@ class Settings(_Section):
     def state_dir(self) -> Path:
         """Derived, git-ignored state: index, locks, caches."""
         return self.vault / ".sentient"
+
+    @property
+    def context_budget(self) -> int:
+        """The tokens a session's history may take before it is compacted: chat.context_tokens,
+        but at most half the window of the embedded model when chat runs on it (local.context),
+        leaving the rest for the knowledge block, a tool result and the answer."""
+        model = self.role("chat").model or ""
+        if model == "local" or model.startswith("local:"):
+            return min(self.chat.context_tokens, self.local.context // 2)
+        return self.chat.context_tokens
+
+    # What one send may carry besides, from the budget at about four characters a token: more,
+    # and the model's context overflows and the send fails, whatever the text holds.
+    @property
+    def result_chars(self) -> int:
+        """The most characters of one tool result the model is given: a quarter of the budget."""
+        return self.context_budget
+
+    @property
+    def pinned_chars(self) -> int:
+        """The most characters of pinned bodies a session is shown, all its pins together: half
+        the budget."""
+        return 2 * self.context_budget
 
     def role(self, name: str) -> ModelRole:
         """The effective model settings of one role. Chat's are its own, its model defaulting

@@ -307,11 +307,11 @@ class KnowledgeBuilder:
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
                 pins.append(Pin(kind, key, doc.title, doc.body, doc.revision))
-        most = self.workspace.settings.chat.pinned_chars
+        most = self.workspace.settings.pinned_chars
         pins = fitted(pins, most)
-        problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown_chars} of {len(pin.body.strip())} characters are "
-                     f"shown (a session's pins share {most}, twice chat.context_tokens); shorten it or split it"
-                     for pin in pins if pin.cut]
+        problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown_chars} of {len(pin.body.strip())} characters "
+                     f"are shown (a session's pins share {most}; see chat.context_tokens in docs/configuration.md); "
+                     "shorten it or split it" for pin in pins if pin.cut]
         return pins, unread, problems
 
     def _folder_failed(self, kind: str) -> bool:

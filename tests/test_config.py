@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sentient.config import NoVaultHere, load_settings, vault_root
+from sentient.config import NoVaultHere, Settings, load_settings, vault_root
 from sentient.errors import ConfigError
 
 
@@ -168,3 +168,11 @@ def test_sentient_model_overrides_the_models_the_file_gives_each_role(tmp_path: 
     both = load_settings(tmp_path, {"SENTIENT_MODEL": "scripted/test", "SENTIENT_HELPER_MODEL": "scripted/h"})
     assert [both.role(r).model for r in ("chat", "helper", "extraction")] == ["scripted/test", "scripted/h",
                                                                               "scripted/test"]
+
+
+def test_the_budget_of_a_send_fits_the_embedded_models_window() -> None:
+    assert Settings(model="openai/gpt-4o").context_budget == 6000
+    local = Settings(model="local")
+    assert (local.context_budget, local.result_chars, local.pinned_chars) == (2048, 2048, 4096)
+    assert Settings(model="local:/models/x.gguf", local={"context": 32768}).context_budget == 6000
+    assert Settings(model="local", models={"chat": {"model": "openai/gpt-4o"}}).context_budget == 6000

@@ -40,7 +40,7 @@ class LoopResult:
 def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
     """Run one call the model made; every failure becomes text for the model, and a result too
     long for the session is cut (see `fit`)."""
-    return fit(_run_tool_call(ctx, offered, call), ctx.agent.workspace.settings.chat.result_chars)
+    return fit(_run_tool_call(ctx, offered, call), ctx.agent.workspace.settings.result_chars)
 
 
 def fit(record: CallRecord, most: int) -> CallRecord:

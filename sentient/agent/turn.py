@@ -416,7 +416,7 @@ class Agent:
         cannot shrink it, and it is delivered again after compacting anyway."""
         said = tuple(m for m in current.messages if m.role != "knowledge")
         messages = [{"role": "system", "content": system}, *history(said), {"role": "user", "content": text}]
-        budget = self.settings.chat.context_tokens
+        budget = self.settings.context_budget
         rough = sum(len(str(m["content"])) for m in messages) // 4
         if rough < budget // 2:  # far below: skip the exact (and slower) count
             return False

@@ -23,7 +23,7 @@ from sentient.workspace import Workspace
 
 # What a list of entries (recall results, the memories shown with a message) shows of each:
 # the body's first BODY_PREVIEW characters and the title's first TITLE_PREVIEW; memory_recall(id=...)
-# reads the whole entry, in parts when it is longer than a tool result may be (chat.result_chars,
+# reads the whole entry, in parts when it is longer than a tool result may be (Settings.result_chars,
 # of which a part takes PART_SHARE, leaving room for the entry's title and attributes). An entry
 # may be as large as a file may be (limits.max_file_bytes).
 BODY_PREVIEW = 600
@@ -184,7 +184,7 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
 def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
     """One entry in full, or one part of it when it is longer than a tool result may be."""
     body = entry.body.strip()
-    size = max(1, int(ctx.agent.workspace.settings.chat.result_chars * PART_SHARE))
+    size = max(1, int(ctx.agent.workspace.settings.result_chars * PART_SHARE))
     parts = max(1, -(-len(body) // size))
     if not 1 <= part <= parts:
         raise ToolRefused(f"memory {entry.id} has {parts} part{'s' if parts > 1 else ''}: "
