@@ -58,7 +58,8 @@ def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
         else:  # no session yet: checked now as set_pins would, not when the first message makes the session
             pins = require_pins(agent.workspace.vault, pins, state.pins)
         state.pins = pins
-        return f"pins: {', '.join(pins) or 'none'}"
+        return "\n".join([f"pins: {', '.join(pins) or 'none'}", *(f"  note: {problem}"
+                                                                 for problem in agent.knowledge.pins(pins)[2])])
     if command == "/pins":
         return f"pins: {', '.join(state.pins) or 'none'}"
     if command == "/session":

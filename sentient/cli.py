@@ -28,7 +28,7 @@ from sentient import __version__
 from sentient.config import NoVaultHere, Settings, load_settings
 from sentient.doctor import allow_command, examine
 from sentient.errors import SentientError
-from sentient.knowledge import require_pins
+from sentient.knowledge import KnowledgeBuilder, require_pins
 from sentient.llm import LLM
 from sentient.memory import (
     allow_entry,
@@ -39,6 +39,7 @@ from sentient.memory import (
     list_entries,
     unreadable_memory,
 )
+from sentient.prompts import Prompts
 from sentient.record import record, stale
 from sentient.threats import Finding, PatternSet, parallel, scan_many
 from sentient.vault.document import Document
@@ -519,6 +520,8 @@ def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
 
     workspace.vault.update("session", args.id, transform=pin)
     print(f"pins of {args.id}: {', '.join(args.pins) or 'none'}")
+    for problem in KnowledgeBuilder(workspace, Prompts(workspace.vault.root)).pins(args.pins)[2]:
+        print(f"  note: {problem}")
     return 0
 
 

@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from sentient.errors import ConfigError
 
 CONFIG_FILE = "sentient.yaml"
+LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
+CHARS_PER_TOKEN = 4  # about, in English: what a budget in tokens holds in characters
+
+
+def is_local(model: str) -> bool:
+    return model == LOCAL_MODEL or model.startswith(LOCAL_MODEL + ":")
 
 
 class _Section(BaseModel):
@@ -102,28 +108,33 @@ class Settings(_Section):
         """Derived, git-ignored state: index, locks, caches."""
         return self.vault / ".sentient"
 
+    # What a send may carry. A chat message's send holds the history (compacted to stay within
+    # the budget), the knowledge block (at most half the budget), a tool result (a quarter) and
+    # the answer: with the embedded model's budget at half its window, that fits the window.
     @property
     def context_budget(self) -> int:
-        """The tokens a session's history may take before it is compacted: chat.context_tokens,
-        but at most half the window of the embedded model when chat runs on it (local.context),
-        leaving the rest for the knowledge block, a tool result and the answer."""
-        model = self.role("chat").model or ""
-        if model == "local" or model.startswith("local:"):
+        """The tokens of a session's history (with the system prompt and the message) before it
+        is compacted: chat.context_tokens, but at most half the window of the embedded model
+        when chat runs on it (local.context)."""
+        if is_local(self.role("chat").model or ""):
             return min(self.chat.context_tokens, self.local.context // 2)
         return self.chat.context_tokens
 
-    # What one send may carry besides, from the budget at about four characters a token: more,
-    # and the model's context overflows and the send fails, whatever the text holds.
+    @property
+    def knowledge_chars(self) -> int:
+        """The most characters of the knowledge block's pins and memory index: half the budget."""
+        return self.context_budget * CHARS_PER_TOKEN // 2
+
     @property
     def result_chars(self) -> int:
         """The most characters of one tool result the model is given: a quarter of the budget."""
-        return self.context_budget
+        return self.context_budget * CHARS_PER_TOKEN // 4
 
     @property
-    def pinned_chars(self) -> int:
-        """The most characters of pinned bodies a session is shown, all its pins together: half
-        the budget."""
-        return 2 * self.context_budget
+    def reading_chars(self) -> int:
+        """The most characters of text a call of its own reads (the reader's tool output, the
+        messages a summary is made of): the whole budget."""
+        return self.context_budget * CHARS_PER_TOKEN
 
     def role(self, name: str) -> ModelRole:
         """The effective model settings of one role. Chat's are its own, its model defaulting

@@ -25,6 +25,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ TEMPLATE = "session_knowledge.md.j2"
 # What the block's values go through before the template sees them (see `quoted`): counted in
 # the signature with the template's own revision, so a change here re-sends every block once.
 QUOTING = "quoting:3"
+# The pins and the memory index of a block hold at most Settings.knowledge_chars: the pins up
+# to this share of it, the index the rest (its newest entries first, as many as fit).
+PIN_SHARE = 0.75
 LINE_CHARS = 100  # of an index entry's first line ...
 TITLE_CHARS = 120  # ... and of its title and category (a hand-written title has no limit)
 PIN_KINDS = {"note": "note", "plan": "plan"}
@@ -94,30 +98,62 @@ class Pin(QuotedText):
     title: str
     body: str
     revision: str
-    shown_chars: int | None = None  # the body is cut to this many characters (None: shown whole)
+    shown_chars: int | None = None  # its quoted body is cut to this many characters (None: shown whole)
+
+    @property
+    def shown_title(self) -> str:
+        """One line, cut at TITLE_CHARS as an index entry's, quoted for an attribute."""
+        return quoted_attribute(_cut(one_line(self.title), TITLE_CHARS))
+
+    @cached_property
+    def size(self) -> int:
+        """The characters of its quoted body (see `quoted`)."""
+        body = self.body.strip()
+        return len(quoted(body)) if "<" in body else len(body)
+
+    @cached_property
+    def shown(self) -> tuple[str, int]:
+        """Its quoted body as the block shows it, and how many characters of the body that is."""
+        body = self.body.strip()
+        if self.shown_chars is None or self.size <= self.shown_chars:
+            return quoted(body), len(body)
+        return quoted_cut(body, self.shown_chars)
 
     @property
     def cut(self) -> bool:
-        return self.shown_chars is not None and len(self.body.strip()) > self.shown_chars
+        return self.shown[1] < len(self.body.strip())
 
     @property
     def shown_body(self) -> str:
-        body = self.body.strip()
-        if self.shown_chars is None or not self.cut:
-            return quoted(body)
-        return (f"{quoted(body[: self.shown_chars])}\n... (cut here: the other {len(body) - self.shown_chars} "
-                f"characters of this {self.kind} do not fit this session, so you have not seen them)")
+        text, kept = self.shown
+        if not self.cut:
+            return text
+        return (f"{text}\n... (cut here: the other {len(self.body.strip()) - kept:,} characters of this {self.kind} do "
+                "not fit this session, so you have not seen them)")
+
+
+def quoted_cut(text: str, most: int) -> tuple[str, int]:
+    """The longest start of `text` whose quoted form (see `quoted`) holds at most `most`
+    characters: that form, and how many characters of `text` it shows. Quoting the start
+    (not cutting the quoted text) never leaves half a '&lt;'."""
+    most = max(0, most)
+    kept = min(len(text), most)
+    shown = quoted(text[:kept])
+    while len(shown) > most:  # a '<' quoted as '&lt;' takes four: drop at least a quarter of the excess
+        kept -= -(-(len(shown) - most) // 4)
+        shown = quoted(text[:kept])
+    return shown, kept
 
 
 def fitted(pins: Sequence[Pin], most: int) -> list[Pin]:
-    """The pins with their bodies cut so that together they hold at most `most` characters:
-    taken shortest first, each is shown whole when it fits an equal share of what is left, so
-    short pins leave their room to long ones."""
+    """The pins with their quoted bodies cut so that together they hold at most `most`
+    characters: taken shortest first, each is shown whole when it fits an equal share of what
+    is left, so short pins leave their room to long ones."""
     left, count = most, len(pins)
     limits: dict[int, int] = {}
-    for number in sorted(range(len(pins)), key=lambda n: len(pins[n].body.strip())):
+    for number in sorted(range(len(pins)), key=lambda n: pins[n].size):
         share = left // count
-        size = len(pins[number].body.strip())
+        size = pins[number].size
         if size > share:
             limits[number] = share
         left -= min(size, share)
@@ -154,6 +190,12 @@ class IndexEntry:
     def shown_line(self) -> str:
         return quoted(self.line)
 
+    @property
+    def shown_size(self) -> int:
+        """About the characters of its line in the block: "- title [category]: line (id: x)"."""
+        category = len(self.shown_category) + 3 if self.category else 0
+        return len(self.shown_title) + category + len(self.shown_line) + len(self.id) + 12
+
 
 @dataclass(frozen=True)
 class MemoryIndex:
@@ -163,6 +205,16 @@ class MemoryIndex:
     @property
     def more(self) -> int:
         return self.total - len(self.entries)
+
+    def within(self, room: int) -> MemoryIndex:
+        """The index with as many of its entries (newest first) as fit in `room` characters."""
+        used = count = 0
+        for entry in self.entries:
+            used += entry.shown_size
+            if used > room:
+                break
+            count += 1
+        return self if count == len(self.entries) else MemoryIndex(self.entries[:count], self.total)
 
 
 @dataclass(frozen=True)
@@ -307,11 +359,11 @@ class KnowledgeBuilder:
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
                 pins.append(Pin(kind, key, doc.title, doc.body, doc.revision))
-        most = self.workspace.settings.pinned_chars
+        most = int(self.workspace.settings.knowledge_chars * PIN_SHARE)
         pins = fitted(pins, most)
-        problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown_chars} of {len(pin.body.strip())} characters "
-                     f"are shown (a session's pins share {most}; see chat.context_tokens in docs/configuration.md); "
-                     "shorten it or split it" for pin in pins if pin.cut]
+        problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown[1]:,} of {len(pin.body.strip()):,} characters "
+                     f"are shown (a session's pins share {most:,} characters; see chat.context_tokens in "
+                     "docs/configuration.md); shorten it or split it" for pin in pins if pin.cut]
         return pins, unread, problems
 
     def _folder_failed(self, kind: str) -> bool:
@@ -340,7 +392,8 @@ class KnowledgeBuilder:
                                     "listed; see `sentient doctor`")
                     memory_unreadable = True
                 else:
-                    memory = self.memory_index(scope)
+                    shown = sum(len(pin.shown[0]) for pin in pins)
+                    memory = self.memory_index(scope).within(self.workspace.settings.knowledge_chars - shown)
                     partial = self.unlisted_memory_folders()
             except Exception as exc:  # a failed store is left out, never shown as empty
                 log.warning("memory index left out of session knowledge: %s", exc)

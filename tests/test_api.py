@@ -500,10 +500,20 @@ def test_pins_are_read_and_replaced(client: TestClient, basic: Path) -> None:
     assert client.get("/api/sessions/k3f9a2/pins").json() == {
         "pins": ["note:ledger-onboarding-notes", "plan:ledger-v2-launch"]}
     put = client.put("/api/sessions/k3f9a2/pins", json={"pins": ["note:interview-script", "note:interview-script"]})
-    assert put.status_code == 200 and put.json() == {"pins": ["note:interview-script"]}
+    assert put.status_code == 200 and put.json() == {"pins": ["note:interview-script"], "problems": []}
     assert client.get("/api/sessions/k3f9a2/pins").json() == {"pins": ["note:interview-script"]}
     assert Vault(basic).get("session", "k3f9a2").meta["pins"] == ["note:interview-script"]
     assert client.get("/api/sessions/no-such/pins").status_code == 404
+
+
+def test_pinning_a_note_too_long_for_the_session_answers_with_the_problem(serve: Serve, basic: Path) -> None:
+    configure(basic, chat={"context_tokens": 1000})
+    note = basic / "pins" / "notes" / "interview-script.md"
+    note.write_text(note.read_text() + "- Ask about the old ledger. " * 10_000 + "\n")
+    put = serve(basic).put("/api/sessions/k3f9a2/pins", json={"pins": ["note:interview-script"]})
+    assert put.status_code == 200 and put.json()["pins"] == ["note:interview-script"]
+    [problem] = put.json()["problems"]
+    assert problem.startswith("note:interview-script: only its first 1,") and "shorten it or split it" in problem
 
 
 def test_knowledge_shows_what_the_session_is_told_and_when_it_was_delivered(

@@ -173,6 +173,7 @@ def test_sentient_model_overrides_the_models_the_file_gives_each_role(tmp_path: 
 def test_the_budget_of_a_send_fits_the_embedded_models_window() -> None:
     assert Settings(model="openai/gpt-4o").context_budget == 6000
     local = Settings(model="local")
-    assert (local.context_budget, local.result_chars, local.pinned_chars) == (2048, 2048, 4096)
+    assert (local.context_budget, local.knowledge_chars, local.result_chars, local.reading_chars) == (
+        2048, 4096, 2048, 8192)
     assert Settings(model="local:/models/x.gguf", local={"context": 32768}).context_budget == 6000
     assert Settings(model="local", models={"chat": {"model": "openai/gpt-4o"}}).context_budget == 6000

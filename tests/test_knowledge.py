@@ -206,7 +206,7 @@ def test_an_entry_with_a_category_that_reads_as_instructions_is_absent_and_long_
 def test_pins_too_long_for_the_session_are_cut_shortest_whole_and_the_person_is_told(
     basic: Path, scripted: Scripted
 ) -> None:
-    configure(basic, chat={"context_tokens": 1000})  # the pins share 2,000 characters
+    configure(basic, chat={"context_tokens": 1000})  # pins and index: 2,000 characters, the pins 1,500
     note = basic / "pins" / "notes" / "ledger-onboarding-notes.md"
     note.write_text(note.read_text() + "- Old question " * 20_000 + "\n")  # about 300 KB
     agent = agent_on(basic)
@@ -215,7 +215,7 @@ def test_pins_too_long_for_the_session_are_cut_shortest_whole_and_the_person_is_
     assert shown is not None
     plan_chars = len(agent.workspace.vault.get("plan", "ledger-v2-launch").body.strip())
     assert "Ship the new onboarding to all users" in shown.text  # the short plan, whole
-    assert f"only its first {2000 - plan_chars} of " in shown.problems[0] and NOTE in shown.problems[0]
+    assert f"only its first {1500 - plan_chars:,} of " in shown.problems[0] and NOTE in shown.problems[0]
     assert "shorten it or split it" in shown.problems[0]
     assert "do not fit this session, so you have not seen them)\n</pinned-note>" in shown.text
     assert len(shown.text) < 4000
@@ -236,6 +236,9 @@ def test_pins_share_their_room_equally_and_a_short_one_leaves_its_room_to_the_ot
     assert [pin.shown_chars for pin in fitted(pins, 1000)] == [450, None, 450]
     assert [pin.shown_chars for pin in fitted(pins, 6000)] == [None, None, None]
     assert not any(pin.cut for pin in fitted(pins, 6000))
+    tags = fitted([Pin("note", "t", "t", "<b>bold</b> " * 1000, "sha256:1")], 1000)[0]  # '<' is quoted '&lt;'
+    text, kept = tags.shown
+    assert len(text) <= 1000 and text.replace("&lt;", "<") == ("<b>bold</b> " * 1000)[:kept] and kept > 600
 
 
 def test_a_memory_off_turn_gets_its_pins_and_no_index(basic: Path, scripted: Scripted) -> None:

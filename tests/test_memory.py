@@ -354,27 +354,32 @@ def test_memory_recall_and_the_memories_of_a_message_cut_an_entry_alike(
     assert "x" * 2_000 + "\n</memory>" in read_whole
 
 
-def test_a_very_large_entry_is_read_in_parts_that_fit_the_session(
+def test_a_very_large_entry_is_read_in_parts_that_fit_the_session_and_lose_nothing(
     make_vault: Callable[[str], Path], scripted: Scripted
 ) -> None:
     vault = make_vault("basic")
-    configure(vault, chat={"context_tokens": 2000})  # a tool result holds 2,000 characters; a part 1,500
+    configure(vault, chat={"context_tokens": 1000})  # a tool result holds 1,000 characters
     agent = agent_on(vault)
-    body = "".join(f"Step {number:04}: fold the dough. " for number in range(120)).strip()  # 3,239 characters
-    create_entry(agent.workspace, title="Long method", body=body, id="long-method")
-    scripted.queue(call("memory_recall", id="long-method"), call("memory_recall", id="long-method", part=3),
-                   call("memory_recall", id="long-method", part=4), text("ok"))
+    # Tags are quoted ('&lt;b>'), so a part's text is longer than the body it shows; a long title
+    # is cut as a list cuts it.
+    body = "".join(f"<b>Step {number:03}</b>: fold the dough. " for number in range(60)).strip()
+    create_entry(agent.workspace, title="Long method " * 40, body=body, id="long-method")
+    scripted.queue(*(call("memory_recall", id="long-method", part=part) for part in range(1, 7)), text("ok"))
     agent.turn("How do I fold the dough?")
-    first, last, beyond = (str(scripted.requests[n]["messages"][-1]["content"]) for n in (1, 2, 3))
-    assert ">\n" + body[:1500] + "\n</memory>" in first
-    assert first.endswith("(part 1 of 3 of memory long-method; memory_recall id=long-method part=2 for the next)")
-    assert body[3000:] + "\n</memory>" in last
-    assert last.endswith("(part 3 of 3 of memory long-method; this is the last)")
-    assert beyond == "Error: memory long-method has 3 parts: give a part from 1 to 3"
-    assert all(len(result) <= 2000 for result in (first, last))
+    results = [str(request["messages"][-1]["content"]) for request in scripted.requests[1:]]
+    parts = [result for result in results if not result.startswith("Error")]
+    count = len(parts)
+    assert 2 < count < 6 and all(len(result) <= 1000 for result in parts)
+    shown = [part.split('">\n', 1)[1].split("\n</memory>\n")[0] for part in parts]
+    assert "".join(shown).replace("&lt;", "<") == body  # every character, once, in order
+    assert parts[0].endswith(f"(part 1 of {count} of memory long-method; memory_recall id=long-method part=2 for "
+                             "the next)")
+    assert parts[-1].endswith(f"(part {count} of {count} of memory long-method; this is the last)")
+    assert 'title="Long method Long method' in parts[0] and "…" in parts[0]
+    assert results[count] == f"Error: memory long-method has {count} parts: give a part from 1 to {count}"
 
 
-def test_a_tool_result_longer_than_the_session_takes_is_cut_and_says_so(
+def test_a_tool_result_longer_than_the_session_takes_is_cut_in_the_middle_and_says_so(
     make_vault: Callable[[str], Path], scripted: Scripted
 ) -> None:
     vault = make_vault("basic")
@@ -386,10 +391,11 @@ def test_a_tool_result_longer_than_the_session_takes_is_cut_and_says_so(
     result = agent.turn("What do the garden beds get?")
     assert result.text == "ok"
     recalled = str(scripted.requests[1]["messages"][-1]["content"])
-    shown, note = recalled.split("\n... (cut here: ")
-    assert recalled.startswith("Remembered entries") and len(shown) == 500
-    assert re.fullmatch(r"memory_recall gave \d{4} characters, more than this session takes at once; ask for "
-                        r"less, or for the next part where the tool has parts\)", note)
+    assert len(recalled) <= 500 and recalled.startswith("Remembered entries")
+    assert recalled.endswith("\n</memory>")  # the end is kept: the wrapper closes
+    assert re.search(r"\n\.\.\. \(\d+ characters cut here: memory_recall gave \d+, more than this session "
+                     r"takes at once\. To learn what the rest says, ask read_with_reader a question about it\.\)\n",
+                     recalled)
 
 
 def test_a_search_looks_past_withheld_entries_for_visible_ones(workspace: Workspace) -> None:

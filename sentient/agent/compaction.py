@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sentient.knowledge import quoted, quoted_attribute
+from sentient.knowledge import quoted, quoted_attribute, quoted_cut
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.vault import transcript
@@ -60,10 +60,39 @@ def pinned_block(messages: list[transcript.Message]) -> str:
 SAID = ("system", "user", "assistant")  # what a summary is made of: what was said, nothing memory supplied
 
 
-def summarise(llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message]) -> str:
-    shown = [replace(m, text=quoted(m.text)) for m in older if m.role in SAID and m.text.strip()]
-    prompt = prompts.render("summary.md.j2", previous=previous, messages=shown, words=SUMMARY_WORDS)
-    return llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
+def summarise(
+    llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message], most: int
+) -> str:
+    """The summary of the older messages, folded into the previous one. The messages go to the
+    model `most` characters at a time (a message longer than half of that is cut): a slice
+    folds into the summary so far, so a history of any length is summarised, one call a slice."""
+    shown: list[transcript.Message] = []
+    for message in older:
+        text = message.text.strip()
+        if message.role in SAID and text:
+            cut, kept = quoted_cut(text, most // 2)
+            if kept < len(text):
+                cut += f" ... (the other {len(text) - kept} characters of this message are left out)"
+            shown.append(replace(message, text=cut))
+    summary = previous
+    for messages in _slices(shown, most):
+        prompt = prompts.render("summary.md.j2", previous=summary, messages=messages, words=SUMMARY_WORDS)
+        summary = llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
+    return summary or ""
+
+
+def _slices(messages: list[transcript.Message], most: int) -> list[list[transcript.Message]]:
+    """The messages in runs of at most `most` characters (each at least one message); one empty
+    run when there are none."""
+    slices: list[list[transcript.Message]] = [[]]
+    size = 0
+    for message in messages:
+        if slices[-1] and size + len(message.text) > most:
+            slices.append([])
+            size = 0
+        slices[-1].append(message)
+        size += len(message.text)
+    return slices
 
 
 def split(current: Window, keep: int) -> tuple[list[transcript.Message], list[transcript.Message]]:

@@ -121,7 +121,10 @@ def read_with_reader(ctx: ToolContext, tool: str, args: dict[str, Any], question
     if why is not None:
         raise ToolRefused(why)  # checked before anything runs: no tool, no reader
     output = target.call(ctx, args)
-    prompt = agent.prompts.render("reader.md.j2", tool=tool, question=question, output=output[:20000])
+    most = agent.workspace.settings.reading_chars  # the reader's own call reads up to the whole budget
+    if len(output) > most:
+        output = output[:most] + f"\n... (cut here: the other {len(output) - most} characters are not shown)"
+    prompt = agent.prompts.render("reader.md.j2", tool=tool, question=question, output=output)
     reply = agent.llm.complete("helper", [{"role": "user", "content": prompt}], None)
     return reply.text
 

@@ -40,17 +40,29 @@ class LoopResult:
 def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
     """Run one call the model made; every failure becomes text for the model, and a result too
     long for the session is cut (see `fit`)."""
-    return fit(_run_tool_call(ctx, offered, call), ctx.agent.workspace.settings.result_chars)
+    record = _run_tool_call(ctx, offered, call)
+    hint = (" To learn what the rest says, ask read_with_reader a question about it." if "read_with_reader" in offered
+            else " Ask for less, or for the next part where the tool has parts.")
+    return fit(record, ctx.agent.workspace.settings.result_chars, hint)
 
 
-def fit(record: CallRecord, most: int) -> CallRecord:
-    """The record with its result cut to `most` characters, saying so: a longer one would
-    overflow the model's context, and the turn would fail whatever the result held."""
-    if len(record.result) <= most:
+# What `fit` keeps of a result's end: the close of its wrapper and what follows it.
+KEPT_END = 200
+
+
+def fit(record: CallRecord, most: int, hint: str = "") -> CallRecord:
+    """The record with its result cut to about `most` characters, saying so: a longer one would
+    overflow the model's context, and the turn would fail whatever the result held. Its start
+    and its last KEPT_END characters are kept (the close of a wrapper such as </memory>, and a
+    reminder after it), the middle is dropped."""
+    size = len(record.result)
+    if size <= most:
         return record
-    text = (f"{record.result[:most]}\n... (cut here: {record.name} gave {len(record.result)} characters, more than "
-            f"this session takes at once; ask for less, or for the next part where the tool has parts)")
-    return replace(record, result=text)
+    end = min(KEPT_END, most // 4)
+    note = (f"\n... ({size - most} characters cut here: {record.name} gave {size}, more than this session takes "
+            f"at once.{hint})\n")
+    start = max(0, most - end - len(note))
+    return replace(record, result=record.result[:start] + note + record.result[size - end :])
 
 
 def _run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:

@@ -433,7 +433,8 @@ class Agent:
         if not older:
             return current, self.system_prompt(ctx, text, current.summary), False
         try:
-            summary = compaction.summarise(self.llm, self.prompts, current.summary, older)
+            summary = compaction.summarise(self.llm, self.prompts, current.summary, older,
+                                           self.settings.reading_chars * 3 // 4)
         except Exception as exc:
             log.warning("session %s was not compacted: %s", session, exc)
             return current, self.system_prompt(ctx, text, current.summary), False

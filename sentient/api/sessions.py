@@ -24,6 +24,13 @@ class Pins(BaseModel):
     pins: list[str]
 
 
+class PinsSet(Pins):
+    """The pins now, and what of them the session is not shown whole (a pin cut to fit, one
+    withheld because it reads like instructions)."""
+
+    problems: list[str]
+
+
 @router.get("")
 def list_sessions(workspace: WorkspaceDep, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
     """Stored sessions, newest first (incognito sessions are never stored)."""
@@ -65,13 +72,14 @@ def get_pins(session_id: str, agent: AgentDep) -> Pins:
 
 
 @router.put("/{session_id}/pins")
-def put_pins(session_id: str, body: Pins, agent: AgentDep) -> Pins:
+def put_pins(session_id: str, body: Pins, agent: AgentDep) -> PinsSet:
     """Replace the session's pins; the next message carries the changed block. A pin that
     names no note or plan is refused (404); one already pinned may stay though its file is gone."""
     check_key("session", session_id)
     pins = check_pins(body.pins)
     require_pins(agent.workspace.vault, pins, pinned=agent.session_settings(session_id)[0])
-    return Pins(pins=agent.set_pins(session_id, pins))
+    pins = agent.set_pins(session_id, pins)
+    return PinsSet(pins=pins, problems=agent.knowledge.pins(pins)[2])
 
 
 def knowledge_of(agent: Agent, session_id: str) -> tuple[Knowledge | None, bool]:

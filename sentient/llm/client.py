@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sentient.config import Settings
+from sentient.config import LOCAL_MODEL, Settings, is_local
 from sentient.llm.call import DEFAULT_TIMEOUT, _Call
 from sentient.llm.errors import ContextTooLong, LLMError, LLMUnavailable, _is_transient
 from sentient.llm.lazy import _litellm, _local_module, _provider_error
@@ -47,7 +47,6 @@ __all__ = [
 
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF = (0.5, 1.0)
-LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
 
 T = TypeVar("T")
 
@@ -64,10 +63,6 @@ class Endpoint:
 Resolver = Callable[[str], Endpoint | None]
 """Maps a configured model string (e.g. `local:/models/x.gguf`) to an Endpoint, or None when
 the model is not its business. The embedded-model issue plugs in here."""
-
-
-def is_local(model: str) -> bool:
-    return model == LOCAL_MODEL or model.startswith(LOCAL_MODEL + ":")
 
 
 class LLM:

@@ -43,7 +43,11 @@ def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
     pins = [str(p) for p in spec.meta.get("pins") or []]
     scope = spec.meta.get("scope") if isinstance(spec.meta.get("scope"), str) else None
     knowledge = agent.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
-    prompt = f"Task: {spec.title}\n\n{spec.body.strip()}\n\nCarry out the plan now and end with your final answer."
+    plan = spec.body.strip()
+    most = agent.workspace.settings.knowledge_chars  # a plan as long as a session's pins and index may be
+    cut = f"\n... (the other {len(plan) - most} characters of the plan do not fit, so you have not seen them)"
+    prompt = (f"Task: {spec.title}\n\n{plan[:most] + cut if len(plan) > most else plan}\n\n"
+              "Carry out the plan now and end with your final answer.")
     content: Any = prompt
     if knowledge is not None:
         content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": prompt}]
@@ -52,6 +56,9 @@ def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
         {"role": "user", "content": content},
     ]
     log = [f"- {started[11:19]} started ({trigger})"]
+    if len(plan) > most:
+        log.append(f"- the plan was cut to its first {most} of {len(plan)} characters (chat.context_tokens sets "
+                   "what fits): shorten task.md")
     status, answer = "failed", ""
     try:
         result = run_loop(agent.llm, "chat", messages, agent.registry.offered(ctx), ctx)

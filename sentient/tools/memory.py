@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
-from sentient.knowledge import QuotedText, quoted, quoted_attribute
+from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut
 from sentient.memory import free_id, unreadable_memory
 from sentient.vault.document import check_id
 from sentient.vault.kinds import one_line
@@ -23,12 +23,12 @@ from sentient.workspace import Workspace
 
 # What a list of entries (recall results, the memories shown with a message) shows of each:
 # the body's first BODY_PREVIEW characters and the title's first TITLE_PREVIEW; memory_recall(id=...)
-# reads the whole entry, in parts when it is longer than a tool result may be (Settings.result_chars,
-# of which a part takes PART_SHARE, leaving room for the entry's title and attributes). An entry
-# may be as large as a file may be (limits.max_file_bytes).
+# reads the whole entry, in parts when it is longer than a tool result may be (Settings.result_chars;
+# a part leaves room for the entry's wrapper and PART_NOTE). An entry may be as large as a file
+# may be (limits.max_file_bytes).
 BODY_PREVIEW = 600
 TITLE_PREVIEW = 120
-PART_SHARE = 0.75
+PART_NOTE = 120  # characters kept for the line saying which part it is
 SAME_TEXT = 0.9
 # Most entries ranked to find the memories shown with a message (see relevant_memories).
 RELEVANT_CANDIDATES = 300
@@ -67,20 +67,25 @@ def _entry(doc: IndexedDoc) -> Entry:
     return Entry(doc.key, doc.title, doc.body, doc.category, doc.untrusted, source if isinstance(source, str) else None)
 
 
-def shown(ctx: ToolContext, entries: list[Entry], *, full: bool = False) -> str:
+def shown(ctx: ToolContext, entries: list[Entry], *, full: bool = False, body: str | None = None) -> str:
     """Entries as the model is given them (quoted). One written from outside content makes the
-    turn untrusted from here on, as reading that content itself would (DESIGN section 3)."""
+    turn untrusted from here on, as reading that content itself would (DESIGN section 3).
+    `body`: the quoted text to show of each, instead of its body (a part of a long entry)."""
     for entry in entries:
         if entry.untrusted:
             ctx.state.mark_untrusted(f"memory {entry.id} was written from outside content")
-    return "\n".join(quote(entry, full=full) for entry in entries)
+    return "\n".join(quote(entry, full=full, body=body) for entry in entries)
 
 
-def quote(entry: Entry, *, full: bool = False) -> str:
+def quote(entry: Entry, *, full: bool = False, body: str | None = None) -> str:
     """An entry as quoted data with its provenance: no title, field or body can end the
-    <memory> wrapper or open a tag of its own (knowledge.quoted)."""
-    body = quoted(entry.body.strip()) if full else entry.shown_body
-    title = quoted_attribute(entry.title) if full else entry.shown_title
+    <memory> wrapper or open a tag of its own (knowledge.quoted). `body`: quoted text to show
+    instead of its body, with its title cut as a list cuts it."""
+    if body is None:
+        body = quoted(entry.body.strip()) if full else entry.shown_body
+        title = quoted_attribute(entry.title) if full else entry.shown_title
+    else:
+        title = entry.shown_title
     attributes = f'id="{entry.id}" title="{title}"'
     if entry.category:
         attributes += f' category="{quoted_attribute(entry.category)}"'
@@ -182,18 +187,30 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
 
 
 def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
-    """One entry in full, or one part of it when it is longer than a tool result may be."""
-    body = entry.body.strip()
-    size = max(1, int(ctx.agent.workspace.settings.result_chars * PART_SHARE))
-    parts = max(1, -(-len(body) // size))
-    if not 1 <= part <= parts:
-        raise ToolRefused(f"memory {entry.id} has {parts} part{'s' if parts > 1 else ''}: "
-                          f"give a part from 1 to {parts}")
-    if parts == 1:
+    """One entry in full, or one part of it when it is longer than a tool result may be
+    (Settings.result_chars): parts as long as fit beside the entry's wrapper, each cut where
+    its quoted text is full (knowledge.quoted_cut), so no part is cut again on its way."""
+    most = ctx.agent.workspace.settings.result_chars
+    whole = quote(entry, full=True)
+    if len(whole) <= most:
+        if part != 1:
+            raise ToolRefused(f"memory {entry.id} is read whole: leave part out")
         return shown(ctx, [entry], full=True)
-    piece = replace(entry, body=body[(part - 1) * size : part * size])
-    after = (f"memory_recall id={entry.id} part={part + 1} for the next" if part < parts else "this is the last")
-    return f"{shown(ctx, [piece], full=True)}\n(part {part} of {parts} of memory {entry.id}; {after})"
+    body = entry.body.strip()
+    room = max(most - len(quote(entry, body="")) - PART_NOTE, most // 4)
+    parts, start, text = 0, 0, ""
+    while start < len(body):
+        piece, kept = quoted_cut(body[start : start + room], room)
+        if not kept:  # room for less than one character quoted: show one anyway
+            piece, kept = quoted(body[start]), 1
+        parts += 1
+        if parts == part:
+            text = piece
+        start += kept
+    if not 1 <= part <= parts:
+        raise ToolRefused(f"memory {entry.id} has {parts} parts: give a part from 1 to {parts}")
+    after = f"memory_recall id={entry.id} part={part + 1} for the next" if part < parts else "this is the last"
+    return f"{shown(ctx, [entry], body=text)}\n(part {part} of {parts} of memory {entry.id}; {after})"
 
 
 def _agents_own(doc: IndexedDoc) -> bool:
