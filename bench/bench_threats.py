@@ -59,7 +59,17 @@ NOTES = [
     "the note holds (the µs a call in its row): that is the cost of one memory write, and why that row's MB/s "
     "is low. The long-text row is one 20 MB string with an emoji in it, which Python stores four bytes a "
     "character; no vault entry is like it.",
-    "- **This round (2026-12-02, third session): batches sized for the helpers, and what a user found.** "
+    "- **This round (2026-12-02, fourth session): pattern set 6.** `hidden-invisible-chars`, the one pattern on "
+    "the raw view, is case-sensitive: its expressions hold no letter, and a text with an invisible character (an "
+    "emoji's variation selector is one) had its raw view lower-cased only for it. 4 KB files by `scan()`, old and "
+    "new set timed in turn in one process, medians of 5: 16.8 -> 19.2 MB/s; notes in batches 24.7 -> 24.9; same "
+    "findings (the exactness tests). Runs of this bench this round before the one in the table: 07:20 UTC at "
+    "9e10df8 and 07:35 at aca2e0d (pattern set 5), 08:02 at 4ca07fb (set 6): notes in batches alone 17.3, 19.2 and "
+    "21.0 MB/s, with the helper 28.5, 25.2 and 29.5; 4 KB files by `scan()` 13.6, 16.7 and 17.0, in batches alone "
+    "14.7, 15.8 and 18.3, with the helper 24.1, 28.4 and 25.6; one long text 11.7, 13.7 and 16.4; `sentient scan "
+    "FOLDER` 11.0, 10.5 and 11.2. In that command a new process spends about 0.35 s importing, 0.15 s reading the "
+    "4,800 files and 0.75-0.9 s scanning (22-26 MB/s with its helper); on 60 MB it ran at 17-18.5 MB/s.",
+    "- **The round before (2026-12-02, third session): batches sized for the helpers, and what a user found.** "
     "(1) An index sync judged 500 files at a time and `sentient scan` 500 inputs: 500 notes of 96 B are 48,000 "
     "characters, which went to the helper (from 40,000) in parts of 5,000, and ran at 13-15 MB/s with it against "
     "17-23 without (timed in turn in one process). Both now judge up to 5,000 files or 4 MB at a time, and "
@@ -83,7 +93,7 @@ NOTES = [
     "(2.1-2.7 against 3.7 MB/s), and the old and new code timed in turn in one process a minute apart gave "
     "13.2-22.8 MB/s for the same 4 KB files: the machine moves that much, and the code is within 4% of last "
     "round's (instruction counts above).",
-    "- **The round before (2026-12-02, second session): views made in pieces.** (1) A text of over 16,384 "
+    "- **Two rounds before (2026-12-02, second session): views made in pieces.** (1) A text of over 16,384 "
     "characters, and the joined text of a batch, has its views made in pieces of about 8,192 characters "
     "ending at line breaks, then joined (normalisation.views_of). A long text holds every kind of markup "
     "somewhere, so each step worked over all of it; a piece holds few kinds, each step does its work only on "
@@ -119,7 +129,7 @@ NOTES = [
     "Texts of up to 512 characters still take the keyword pre-checks, which are cheaper there. `scan_many` "
     "(used by `ThreatJudge.judge_many`) joins short texts with NUL separators, which no rewrite matches, and "
     "makes their views and runs Hyperscan once per batch.",
-    "- **Two rounds before (2026-12-02, first session): helper processes, and less work per batch.** "
+    "- **Three rounds before (2026-12-02, first session): helper processes, and less work per batch.** "
     "(1) Helpers: each is a program "
     "of its own (`python -c ...serve()`, length-prefixed pickles over its standard input and output), not "
     "multiprocessing's spawn, which imports the calling script again in every child (an unguarded script ran "

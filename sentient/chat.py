@@ -59,7 +59,7 @@ def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
             pins = require_pins(agent.workspace.vault, pins, state.pins)
         state.pins = pins
         return "\n".join([f"pins: {', '.join(pins) or 'none'}", *(f"  note: {problem}"
-                                                                 for problem in agent.knowledge.pins(pins)[2])])
+                                                                 for problem in agent.knowledge.pin_problems(pins))])
     if command == "/pins":
         return f"pins: {', '.join(state.pins) or 'none'}"
     if command == "/session":

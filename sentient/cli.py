@@ -520,7 +520,7 @@ def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
 
     workspace.vault.update("session", args.id, transform=pin)
     print(f"pins of {args.id}: {', '.join(args.pins) or 'none'}")
-    for problem in KnowledgeBuilder(workspace, Prompts(workspace.vault.root)).pins(args.pins)[2]:
+    for problem in KnowledgeBuilder(workspace, Prompts(workspace.vault.root)).pin_problems(args.pins):
         print(f"  note: {problem}")
     return 0
 

@@ -108,8 +108,7 @@ class Pin(QuotedText):
     @cached_property
     def size(self) -> int:
         """The characters of its quoted body (see `quoted`)."""
-        body = self.body.strip()
-        return len(quoted(body)) if "<" in body else len(body)
+        return len(quoted(self.body.strip()))
 
     @cached_property
     def shown(self) -> tuple[str, int]:
@@ -207,11 +206,12 @@ class MemoryIndex:
         return self.total - len(self.entries)
 
     def within(self, room: int) -> MemoryIndex:
-        """The index with as many of its entries (newest first) as fit in `room` characters."""
+        """The index with as many of its entries (newest first) as fit in `room` characters, and
+        always one: an index of none says nothing is remembered."""
         used = count = 0
         for entry in self.entries:
             used += entry.shown_size
-            if used > room:
+            if used > room and count:
                 break
             count += 1
         return self if count == len(self.entries) else MemoryIndex(self.entries[:count], self.total)
@@ -365,6 +365,11 @@ class KnowledgeBuilder:
                      f"are shown (a session's pins share {most:,} characters; see chat.context_tokens in "
                      "docs/configuration.md); shorten it or split it" for pin in pins if pin.cut]
         return pins, unread, problems
+
+    def pin_problems(self, refs: Sequence[str]) -> list[str]:
+        """What of these pins a session is not shown, and why (cut to fit, withheld, unreadable):
+        for the person, when they pin."""
+        return self.pins(refs)[2]
 
     def _folder_failed(self, kind: str) -> bool:
         try:

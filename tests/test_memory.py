@@ -393,9 +393,12 @@ def test_a_tool_result_longer_than_the_session_takes_is_cut_in_the_middle_and_sa
     recalled = str(scripted.requests[1]["messages"][-1]["content"])
     assert len(recalled) <= 500 and recalled.startswith("Remembered entries")
     assert recalled.endswith("\n</memory>")  # the end is kept: the wrapper closes
-    assert re.search(r"\n\.\.\. \(\d+ characters cut here: memory_recall gave \d+, more than this session "
-                     r"takes at once\. To learn what the rest says, ask read_with_reader a question about it\.\)\n",
-                     recalled)
+    said = re.search(r"\n\.\.\. \(([\d,]+) characters cut here: memory_recall gave ([\d,]+), more than this "
+                     r"session takes at once\. To learn what the rest says, ask read_with_reader a question about "
+                     r"it\.\)\n", recalled)
+    assert said is not None
+    cut, given = (int(number.replace(",", "")) for number in said.groups())
+    assert given - cut == len(recalled) - len(said.group(0))  # what is kept, and what is said to be cut, add up
 
 
 def test_a_search_looks_past_withheld_entries_for_visible_ones(workspace: Workspace) -> None:

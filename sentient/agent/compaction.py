@@ -63,36 +63,34 @@ SAID = ("system", "user", "assistant")  # what a summary is made of: what was sa
 def summarise(
     llm: LLM, prompts: Prompts, previous: str | None, older: list[transcript.Message], most: int
 ) -> str:
-    """The summary of the older messages, folded into the previous one. The messages go to the
-    model `most` characters at a time (a message longer than half of that is cut): a slice
-    folds into the summary so far, so a history of any length is summarised, one call a slice."""
-    shown: list[transcript.Message] = []
+    """The summary of the older messages, folded into the previous one, each call's prompt at
+    most about `most` characters: the messages go in slices that fit beside the summary so far
+    (a message longer than half of `most` is cut), each slice folded into it, so a history of
+    any length is summarised, in one call when it fits."""
+    pending: list[transcript.Message] = []
     for message in older:
         text = message.text.strip()
         if message.role in SAID and text:
             cut, kept = quoted_cut(text, most // 2)
             if kept < len(text):
-                cut += f" ... (the other {len(text) - kept} characters of this message are left out)"
-            shown.append(replace(message, text=cut))
+                cut += f" ... (the other {len(text) - kept:,} characters of this message are left out)"
+            pending.append(replace(message, text=cut))
     summary = previous
-    for messages in _slices(shown, most):
-        prompt = prompts.render("summary.md.j2", previous=summary, messages=messages, words=SUMMARY_WORDS)
-        summary = llm.complete("extraction", [{"role": "user", "content": prompt}], None).text.strip()
-    return summary or ""
+    while True:
+        room = most - len(_prompt(prompts, summary, []))
+        taken: list[transcript.Message] = []
+        size = 0
+        while pending and (not taken or size + len(pending[0].text) <= room):
+            size += len(pending[0].text)
+            taken.append(pending.pop(0))
+        summary = llm.complete("extraction", [{"role": "user", "content": _prompt(prompts, summary, taken)}],
+                               None).text.strip()
+        if not pending:
+            return summary
 
 
-def _slices(messages: list[transcript.Message], most: int) -> list[list[transcript.Message]]:
-    """The messages in runs of at most `most` characters (each at least one message); one empty
-    run when there are none."""
-    slices: list[list[transcript.Message]] = [[]]
-    size = 0
-    for message in messages:
-        if slices[-1] and size + len(message.text) > most:
-            slices.append([])
-            size = 0
-        slices[-1].append(message)
-        size += len(message.text)
-    return slices
+def _prompt(prompts: Prompts, previous: str | None, messages: list[transcript.Message]) -> str:
+    return prompts.render("summary.md.j2", previous=previous, messages=messages, words=SUMMARY_WORDS)
 
 
 def split(current: Window, keep: int) -> tuple[list[transcript.Message], list[transcript.Message]]:

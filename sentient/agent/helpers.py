@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sentient.agent.context import ToolContext
-from sentient.agent.loop import run_loop
+from sentient.agent.loop import cut_middle, run_loop
 from sentient.agent.tools import Tool, ToolRefused, refusal, tool
 from sentient.vault import transcript
 from sentient.vault.store import iso
@@ -121,9 +121,8 @@ def read_with_reader(ctx: ToolContext, tool: str, args: dict[str, Any], question
     if why is not None:
         raise ToolRefused(why)  # checked before anything runs: no tool, no reader
     output = target.call(ctx, args)
-    most = agent.workspace.settings.reading_chars  # the reader's own call reads up to the whole budget
-    if len(output) > most:
-        output = output[:most] + f"\n... (cut here: the other {len(output) - most} characters are not shown)"
+    # The reader's own call reads up to the whole budget.
+    output = cut_middle(output, agent.workspace.settings.reading_chars, "too long to read at once")
     prompt = agent.prompts.render("reader.md.j2", tool=tool, question=question, output=output)
     reply = agent.llm.complete("helper", [{"role": "user", "content": prompt}], None)
     return reply.text

@@ -46,23 +46,34 @@ def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) ->
     return fit(record, ctx.agent.workspace.settings.result_chars, hint)
 
 
-# What `fit` keeps of a result's end: the close of its wrapper and what follows it.
+# What a cut keeps of a text's end: the close of its wrapper and what follows it.
 KEPT_END = 200
 
 
 def fit(record: CallRecord, most: int, hint: str = "") -> CallRecord:
-    """The record with its result cut to about `most` characters, saying so: a longer one would
-    overflow the model's context, and the turn would fail whatever the result held. Its start
-    and its last KEPT_END characters are kept (the close of a wrapper such as </memory>, and a
-    reminder after it), the middle is dropped."""
+    """The record with its result cut to at most `most` characters, saying so: a longer one
+    would overflow the model's context, and the turn would fail whatever the result held."""
     size = len(record.result)
     if size <= most:
         return record
+    said = f"{record.name} gave {size:,}, more than this session takes at once.{hint}"
+    return replace(record, result=cut_middle(record.result, most, said))
+
+
+def cut_middle(text: str, most: int, said: str) -> str:
+    """The text in at most `most` characters: its start and its last KEPT_END (the close of a
+    wrapper such as </memory>, and a reminder after it) with the middle dropped, saying how
+    much was and `said` why. Dropping quoted text (knowledge.quoted) never makes a tag: a '<'
+    keeps the characters after it, or is followed by the note."""
+    if len(text) <= most:
+        return text
     end = min(KEPT_END, most // 4)
-    note = (f"\n... ({size - most} characters cut here: {record.name} gave {size}, more than this session takes "
-            f"at once.{hint})\n")
-    start = max(0, most - end - len(note))
-    return replace(record, result=record.result[:start] + note + record.result[size - end :])
+
+    def note(cut: int) -> str:
+        return f"\n... ({cut:,} characters cut here: {said})\n"
+
+    start = max(0, most - end - len(note(len(text))))  # the longest count there can be
+    return text[:start] + note(len(text) - start - end) + text[len(text) - end :]
 
 
 def _run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:

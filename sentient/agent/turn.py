@@ -20,6 +20,7 @@ from sentient.agent import compaction
 from sentient.agent.context import Background, HeldCall, ToolContext, memory_allowed
 from sentient.agent.loop import CallRecord, Message, run_loop
 from sentient.agent.tools import ToolRegistry
+from sentient.config import CHARS_PER_TOKEN
 from sentient.errors import NotFound, SentientError
 from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
 from sentient.llm import LLM
@@ -417,7 +418,7 @@ class Agent:
         said = tuple(m for m in current.messages if m.role != "knowledge")
         messages = [{"role": "system", "content": system}, *history(said), {"role": "user", "content": text}]
         budget = self.settings.context_budget
-        rough = sum(len(str(m["content"])) for m in messages) // 4
+        rough = sum(len(str(m["content"])) for m in messages) // CHARS_PER_TOKEN
         if rough < budget // 2:  # far below: skip the exact (and slower) count
             return False
         return self.llm.count_tokens("chat", messages) > budget
@@ -434,7 +435,7 @@ class Agent:
             return current, self.system_prompt(ctx, text, current.summary), False
         try:
             summary = compaction.summarise(self.llm, self.prompts, current.summary, older,
-                                           self.settings.reading_chars * 3 // 4)
+                                           self.settings.reading_chars)
         except Exception as exc:
             log.warning("session %s was not compacted: %s", session, exc)
             return current, self.system_prompt(ctx, text, current.summary), False

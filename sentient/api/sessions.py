@@ -79,7 +79,7 @@ def put_pins(session_id: str, body: Pins, agent: AgentDep) -> PinsSet:
     pins = check_pins(body.pins)
     require_pins(agent.workspace.vault, pins, pinned=agent.session_settings(session_id)[0])
     pins = agent.set_pins(session_id, pins)
-    return PinsSet(pins=pins, problems=agent.knowledge.pins(pins)[2])
+    return PinsSet(pins=pins, problems=agent.knowledge.pin_problems(pins))
 
 
 def knowledge_of(agent: Agent, session_id: str) -> tuple[Knowledge | None, bool]:

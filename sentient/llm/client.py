@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sentient.config import LOCAL_MODEL, Settings, is_local
+from sentient.config import CHARS_PER_TOKEN, LOCAL_MODEL, Settings, is_local
 from sentient.llm.call import DEFAULT_TIMEOUT, _Call
 from sentient.llm.errors import ContextTooLong, LLMError, LLMUnavailable, _is_transient
 from sentient.llm.lazy import _litellm, _local_module, _provider_error
@@ -207,7 +207,7 @@ class LLM:
             text = json.dumps(messages, ensure_ascii=False, default=str)
             if tools:
                 text += json.dumps(tools, ensure_ascii=False, default=str)
-            return max(1, len(text) // 4)
+            return max(1, len(text) // CHARS_PER_TOKEN)
 
     def ping(self, role: str, timeout: float = 10.0) -> tuple[bool, str]:
         """Whether the role's model answers a one-token call (naming its server when one is

@@ -45,7 +45,7 @@ def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
     knowledge = agent.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
     plan = spec.body.strip()
     most = agent.workspace.settings.knowledge_chars  # a plan as long as a session's pins and index may be
-    cut = f"\n... (the other {len(plan) - most} characters of the plan do not fit, so you have not seen them)"
+    cut = f"\n... (the other {len(plan) - most:,} characters of the plan do not fit, so you have not seen them)"
     prompt = (f"Task: {spec.title}\n\n{plan[:most] + cut if len(plan) > most else plan}\n\n"
               "Carry out the plan now and end with your final answer.")
     content: Any = prompt
@@ -57,7 +57,7 @@ def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
     ]
     log = [f"- {started[11:19]} started ({trigger})"]
     if len(plan) > most:
-        log.append(f"- the plan was cut to its first {most} of {len(plan)} characters (chat.context_tokens sets "
+        log.append(f"- the plan was cut to its first {most:,} of {len(plan):,} characters (chat.context_tokens sets "
                    "what fits): shorten task.md")
     status, answer = "failed", ""
     try:

@@ -81,16 +81,19 @@ def quote(entry: Entry, *, full: bool = False, body: str | None = None) -> str:
     """An entry as quoted data with its provenance: no title, field or body can end the
     <memory> wrapper or open a tag of its own (knowledge.quoted). `body`: quoted text to show
     instead of its body, with its title cut as a list cuts it."""
+    category, source = entry.category or "", entry.source or ""
     if body is None:
         body = quoted(entry.body.strip()) if full else entry.shown_body
         title = quoted_attribute(entry.title) if full else entry.shown_title
-    else:
+    else:  # a part: its wrapper as short as a list's, and its fields too
         title = entry.shown_title
+        category, source = (text if len(text) <= TITLE_PREVIEW else text[: TITLE_PREVIEW - 1] + "…"
+                            for text in (category, source))
     attributes = f'id="{entry.id}" title="{title}"'
-    if entry.category:
-        attributes += f' category="{quoted_attribute(entry.category)}"'
-    if entry.source:
-        attributes += f' source="{quoted_attribute(entry.source)}"'
+    if category:
+        attributes += f' category="{quoted_attribute(category)}"'
+    if source:
+        attributes += f' source="{quoted_attribute(source)}"'
     if entry.untrusted:
         attributes += ' untrusted="true"'
     return f"<memory {attributes}>\n{body}\n</memory>"
@@ -207,6 +210,8 @@ def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
         if parts == part:
             text = piece
         start += kept
+    if not parts:  # no body, and a wrapper longer than a result: the loop cuts it
+        return shown(ctx, [entry], full=True)
     if not 1 <= part <= parts:
         raise ToolRefused(f"memory {entry.id} has {parts} parts: give a part from 1 to {parts}")
     after = f"memory_recall id={entry.id} part={part + 1} for the next" if part < parts else "this is the last"
