@@ -2,8 +2,9 @@
 of what the agent has remembered), and a signature of it.
 
 The signature covers every delivered item's id and content revision (and what is shown of it
-besides, such as a category, or how much of a long pin), the memory index's count, and the template's own revision, so
-editing a pinned note or renaming its title re-sends the block, and nothing else does.
+besides, such as a category, or how much of a long pin), the memory index's count, and the
+template's own revision, so editing a pinned note or renaming its title re-sends the block,
+and nothing else does.
 
 Nothing here may fail a send: `build` raises nothing; a source that cannot be read is left
 out and the rest is still delivered. It is never presented as empty: the block says that it
@@ -103,7 +104,7 @@ class Pin(QuotedText):
     @property
     def shown_title(self) -> str:
         """One line, cut at TITLE_CHARS as an index entry's, quoted for an attribute."""
-        return quoted_attribute(_cut(one_line(self.title), TITLE_CHARS))
+        return quoted_attribute(shortened(one_line(self.title), TITLE_CHARS))
 
     @cached_property
     def size(self) -> int:
@@ -179,11 +180,11 @@ class IndexEntry:
 
     @property
     def shown_title(self) -> str:
-        return quoted_line(_cut(one_line(self.title), TITLE_CHARS))
+        return quoted_line(shortened(one_line(self.title), TITLE_CHARS))
 
     @property
     def shown_category(self) -> str:
-        return quoted_line(_cut(one_line(self.category or ""), TITLE_CHARS))
+        return quoted_line(shortened(one_line(self.category or ""), TITLE_CHARS))
 
     @property
     def shown_line(self) -> str:
@@ -267,11 +268,12 @@ def first_line(body: str, title: str = "") -> str:
     for line in body.splitlines():
         stripped = line.strip().lstrip("#").strip()
         if stripped and stripped != title:
-            return _cut(stripped, LINE_CHARS)
+            return shortened(stripped, LINE_CHARS)
     return ""
 
 
-def _cut(text: str, most: int) -> str:
+def shortened(text: str, most: int) -> str:
+    """The text, or its start and '…' in `most` characters."""
     return text if len(text) <= most else text[: most - 1] + "…"
 
 

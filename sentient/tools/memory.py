@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
-from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut
+from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
 from sentient.vault.document import check_id
 from sentient.vault.kinds import one_line
@@ -49,8 +49,7 @@ class Entry(QuotedText):
     def shown_title(self) -> str:
         """The title as a list shows it: one line of at most TITLE_PREVIEW characters, quoted
         for an attribute."""
-        title = one_line(self.title)
-        return quoted_attribute(title if len(title) <= TITLE_PREVIEW else title[: TITLE_PREVIEW - 1] + "…")
+        return quoted_attribute(shortened(one_line(self.title), TITLE_PREVIEW))
 
     @property
     def shown_body(self) -> str:
@@ -87,8 +86,7 @@ def quote(entry: Entry, *, full: bool = False, body: str | None = None) -> str:
         title = quoted_attribute(entry.title) if full else entry.shown_title
     else:  # a part: its wrapper as short as a list's, and its fields too
         title = entry.shown_title
-        category, source = (text if len(text) <= TITLE_PREVIEW else text[: TITLE_PREVIEW - 1] + "…"
-                            for text in (category, source))
+        category, source = shortened(category, TITLE_PREVIEW), shortened(source, TITLE_PREVIEW)
     attributes = f'id="{entry.id}" title="{title}"'
     if category:
         attributes += f' category="{quoted_attribute(category)}"'
