@@ -72,7 +72,11 @@ class _Call:
                 f"ollama_chat/qwen3:8b or openai/gpt-4o-mini, and {self.set_model}"
             )
         if isinstance(exc, litellm.ContextWindowExceededError):
-            return ContextTooLong(f"the conversation is too long for {model}: compact it or start a new session")
+            return ContextTooLong(
+                f"what this message sends is too long for {model}'s context window ({detail}): start a new session "
+                "or unpin a long note; if it happens again, lower chat.context_tokens in sentient.yaml, which bounds "
+                "what a message carries (docs/configuration.md)"
+            )
         if _unreachable(exc):
             return LLMUnavailable(f"no model answers at {model} ({where}): {self._start_fix()}")
         if isinstance(exc, litellm.RateLimitError):

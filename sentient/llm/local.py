@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 import litellm
-from litellm.exceptions import APIError
+from litellm.exceptions import APIError, ContextWindowExceededError
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import (
     ChatCompletionMessageToolCall,
@@ -299,10 +299,16 @@ class ConstrainedTools(CustomLLM):
         self.models.recent.append(body)
         response = httpx.post(f"{address}/v1/chat/completions", json={"model": alias, **body}, timeout=timeout)
         if response.status_code >= 400:
-            raise APIError(status_code=response.status_code, message=response.text[:500],
-                                   llm_provider=self.models.provider, model=alias)
+            raise self._refusal(response.status_code, response.text[:500], alias)
         data: dict[str, Any] = response.json()
         return data
+
+    def _refusal(self, status: int, message: str, alias: str) -> Exception:
+        """The server's error as litellm's: a request over the context window as litellm's own
+        error for it (the caller then says what to do), anything else as an API error."""
+        if status == 400 and "exceed_context_size_error" in message:
+            return ContextWindowExceededError(message=message, model=alias, llm_provider=self.models.provider)
+        return APIError(status_code=status, message=message, llm_provider=self.models.provider, model=alias)
 
     def _body(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
         return {
@@ -375,8 +381,7 @@ class ConstrainedTools(CustomLLM):
         self.models.recent.append(body)
         with httpx.stream("POST", f"{address}/v1/chat/completions", json=body, timeout=timeout) as response:
             if response.status_code >= 400:
-                raise APIError(status_code=response.status_code, message=response.read().decode()[:500],
-                               llm_provider=self.models.provider, model=alias)
+                raise self._refusal(response.status_code, response.read().decode()[:500], alias)
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
