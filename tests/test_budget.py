@@ -15,7 +15,7 @@ from sentient.cli import main
 from sentient.memory import create_entry
 from sentient.tasks.executor import run_task
 from tests.agent_support import agent_on, configure, http_server
-from tests.scripted import Scripted, call, text
+from tests.scripted import Scripted, call, calls, text
 
 PAGE_WORDS = 20_000
 
@@ -192,3 +192,20 @@ def test_one_summary_call_for_a_history_that_fits_one(basic: Path, scripted: Scr
     scripted.queue(text("SUMMARY"))
     assert compaction.summarise(agent.llm, agent.prompts, "EARLIER", older, 8192) == "SUMMARY"
     assert len(scripted.requests) == 1
+
+
+def test_the_tool_results_of_a_turn_share_half_the_budget_and_then_get_a_little_each(
+    basic: Path, scripted: Scripted
+) -> None:
+    configure(basic, chat={"context_tokens": 1000})  # a result 1,000 characters; a turn's results 2,000
+    agent = agent_on(basic)
+    body = "".join(f"Step {number:03}: fold the dough. " for number in range(200)).strip()
+    create_entry(agent.workspace, title="Long method", body=body, id="long-method")
+    scripted.queue(calls(*(call("memory_recall", id="long-method", part=part) for part in (1, 2, 3))),
+                   call("memory_recall", id="long-method", part=4), text("ok"))
+    agent.turn("How do I fold the dough?")
+    results = tool_results(scripted.requests[2])
+    assert len(results) == 4 and all(len(result) <= 1000 for result in results)
+    assert "filled their share of the session" not in results[0] + results[1]
+    assert sum(map(len, results[:3])) <= 2000 + 400  # the third got what was left, or the floor
+    assert len(results[3]) <= 400 and "filled their share of the session: answer with what you have" in results[3]

@@ -364,9 +364,11 @@ def test_a_very_large_entry_is_read_in_parts_that_fit_the_session_and_lose_nothi
     # is cut as a list cuts it.
     body = "".join(f"<b>Step {number:03}</b>: fold the dough. " for number in range(60)).strip()
     create_entry(agent.workspace, title="Long method " * 40, body=body, id="long-method")
-    scripted.queue(*(call("memory_recall", id="long-method", part=part) for part in range(1, 7)), text("ok"))
-    agent.turn("How do I fold the dough?")
-    results = [str(request["messages"][-1]["content"]) for request in scripted.requests[1:]]
+    session = None
+    for part in range(1, 7):  # a part a message: a turn's results together take half the budget
+        scripted.queue(call("memory_recall", id="long-method", part=part), text("ok"))
+        session = agent.turn(f"Part {part}, please.", session=session).session
+    results = [str(request["messages"][-1]["content"]) for request in scripted.requests[1::2]]
     parts = [result for result in results if not result.startswith("Error")]
     count = len(parts)
     assert 2 < count < 6 and all(len(result) <= 1000 for result in parts)

@@ -37,13 +37,26 @@ class LoopResult:
     stopped: str = "answer"  # answer | step-limit | time-limit
 
 
-def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -> CallRecord:
+# The tool results of one run of the loop take at most TURN_RESULTS results' worth together (half
+# the budget: Settings.result_chars is a quarter); past that, each is cut to RESULT_FLOOR.
+TURN_RESULTS = 2
+RESULT_FLOOR = 400
+
+
+def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall, room: int | None = None) -> CallRecord:
     """Run one call the model made; every failure becomes text for the model, and a result too
-    long for the session is cut (see `fit`)."""
+    long for the session, or for what is left of the turn's `room` (characters), is cut (see
+    `fit`)."""
     record = _run_tool_call(ctx, offered, call)
-    hint = (" To learn what the rest says, ask read_with_reader a question about it." if "read_with_reader" in offered
-            else " Ask for less, or for the next part where the tool has parts.")
-    return fit(record, ctx.agent.workspace.settings.result_chars, hint)
+    most = ctx.agent.workspace.settings.result_chars
+    if room is not None and room < most:
+        most = max(room, RESULT_FLOOR)
+        hint = " This turn's tool results have filled their share of the session: answer with what you have."
+    elif "read_with_reader" in offered:
+        hint = " To learn what the rest says, ask read_with_reader a question about it."
+    else:
+        hint = " Ask for less, or for the next part where the tool has parts."
+    return fit(record, most, hint)
 
 
 # What a cut keeps of a text's end: the close of its wrapper and what follows it.
@@ -130,6 +143,7 @@ def run_loop(
     schemas = [item.schema() for item in offered.values()] or None
     deadline = None if time_limit is None else time.monotonic() + time_limit
     calls: list[CallRecord] = []
+    room = TURN_RESULTS * ctx.agent.workspace.settings.result_chars  # for the tool results of this run
     emit = on_message or (lambda message: None)
     stopped = "step-limit"
     for step in range(1, max_steps + 1):
@@ -141,7 +155,8 @@ def run_loop(
         if not reply.tool_calls:
             return LoopResult(reply.text, step, calls, list(offered))
         for call in reply.tool_calls:
-            record = run_tool_call(ctx, offered, call)
+            record = run_tool_call(ctx, offered, call, room)
+            room -= len(record.result)
             calls.append(record)
             result: Message = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result}
             messages.append(result)
