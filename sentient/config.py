@@ -109,8 +109,9 @@ class Settings(_Section):
         return self.vault / ".sentient"
 
     # What a send may carry. A chat message's send holds the history (compacted to stay within
-    # the budget), the knowledge block (at most half the budget), a tool result (a quarter) and
-    # the answer: with the embedded model's budget at half its window, that fits the window.
+    # the budget), the knowledge block (at most half the budget), the turn's tool results (a
+    # quarter each, half together) and the answer: with the embedded model's budget at half its
+    # window, and its one tool call a message, that fits the window.
     @property
     def context_budget(self) -> int:
         """The tokens of a session's history (with the system prompt and the message) before it

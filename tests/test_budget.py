@@ -194,17 +194,21 @@ def test_one_summary_call_for_a_history_that_fits_one(basic: Path, scripted: Scr
     assert len(scripted.requests) == 1
 
 
-def test_the_tool_results_of_a_turn_share_half_the_budget_and_then_get_a_little_each(
+def test_the_tool_results_of_a_turn_share_half_the_budget_and_then_the_model_answers(
     basic: Path, scripted: Scripted
 ) -> None:
     configure(basic, chat={"context_tokens": 1000})  # a result 1,000 characters; a turn's results 2,000
     agent = agent_on(basic)
     body = "".join(f"Step {number:03}: fold the dough. " for number in range(200)).strip()
     create_entry(agent.workspace, title="Long method", body=body, id="long-method")
-    scripted.queue(calls(*(call("memory_recall", id="long-method", part=part) for part in (1, 2, 3))),
-                   call("memory_recall", id="long-method", part=4), text("ok"))
-    agent.turn("How do I fold the dough?")
-    results = tool_results(scripted.requests[2])
+    scripted.queue(calls(*(call("memory_recall", id="long-method", part=part) for part in (1, 2, 3, 4))),
+                   text("Fold it gently."))
+    result = agent.turn("How do I fold the dough?")
+    assert result.text == "Fold it gently."
+    final = scripted.requests[-1]  # no second round of tools: the model is asked to answer
+    assert len(scripted.requests) == 2 and not final.get("tools")
+    assert final["messages"][-1]["content"] == "Stop using tools now and answer with what you have."
+    results = tool_results(final)
     assert len(results) == 4 and all(len(result) <= 1000 for result in results)
     assert "filled their share of the session" not in results[0] + results[1]
     assert sum(map(len, results[:3])) <= 2000 + 400  # the third got what was left, or the floor

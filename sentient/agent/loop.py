@@ -14,6 +14,7 @@ from typing import Any
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import Tool, ToolRefused, refusal
+from sentient.knowledge import shortened
 from sentient.llm import LLM, Reply, ToolCall
 
 Message = dict[str, Any]
@@ -34,11 +35,12 @@ class LoopResult:
     steps: int
     calls: list[CallRecord] = field(default_factory=list)
     offered: list[str] = field(default_factory=list)
-    stopped: str = "answer"  # answer | step-limit | time-limit
+    stopped: str = "answer"  # answer | step-limit | time-limit | result-limit
 
 
 # The tool results of one run of the loop take at most TURN_RESULTS results' worth together (half
-# the budget: Settings.result_chars is a quarter); past that, each is cut to RESULT_FLOOR.
+# the budget: Settings.result_chars is a quarter). The round that fills that share cuts its
+# later results to RESULT_FLOOR, and then the model answers (no more rounds of tools).
 TURN_RESULTS = 2
 RESULT_FLOOR = 400
 
@@ -51,7 +53,8 @@ def run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall, ro
     most = ctx.agent.workspace.settings.result_chars
     if room is not None and room < most:
         most = max(room, RESULT_FLOOR)
-        hint = " This turn's tool results have filled their share of the session: answer with what you have."
+        hint = (" This turn's tool results have filled their share of the session: answer with what you have, "
+                "or ask for the rest in the next message.")
     elif "read_with_reader" in offered:
         hint = " To learn what the rest says, ask read_with_reader a question about it."
     else:
@@ -69,7 +72,7 @@ def fit(record: CallRecord, most: int, hint: str = "") -> CallRecord:
     size = len(record.result)
     if size <= most:
         return record
-    said = f"{record.name} gave {size:,}, more than this session takes at once.{hint}"
+    said = f"{shortened(record.name, 60)} gave {size:,} characters, more than this session takes at once.{hint}"
     return replace(record, result=cut_middle(record.result, most, said))
 
 
@@ -94,7 +97,7 @@ def _run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -
     if item is None:
         registered = ctx.agent.registry.get(call.name)
         why = refusal(ctx, call.name) if registered is not None else None
-        text = f"Error: {why}" if why else f"Error: there is no tool named {call.name} here."
+        text = f"Error: {why}" if why else f"Error: there is no tool named {shortened(call.name, 60)} here."
         return CallRecord(call.name, call.arguments, text, False)
     if call.arguments_error is not None:
         return CallRecord(call.name, {}, f"Error: the arguments were {call.arguments_error}; call it again with a JSON "
@@ -161,6 +164,9 @@ def run_loop(
             result: Message = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result}
             messages.append(result)
             emit(result)
+        if room <= 0:
+            stopped = "result-limit"
+            break
         if deadline is not None and time.monotonic() > deadline:
             stopped = "time-limit"
             break
@@ -169,4 +175,4 @@ def run_loop(
     final: Message = {"role": "assistant", "content": reply.text}
     messages.append(final)
     emit(final)
-    return LoopResult(reply.text, max_steps + 1, calls, list(offered), stopped)
+    return LoopResult(reply.text, step + 1, calls, list(offered), stopped)

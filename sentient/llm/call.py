@@ -27,6 +27,7 @@ class _Call:
         self.timeout = timeout or self.config.timeout or DEFAULT_TIMEOUT
         self.set_model = llm.settings.model_fix(role)  # names SENTIENT_MODEL when that set it
         self.api_key_setting = llm.settings.role_setting(role, "api_key_env")  # the helper's may be chat's
+        self.budget = llm.settings.context_budget  # tokens: what a message's send is bounded by
 
     def kwargs(
         self,
@@ -73,9 +74,10 @@ class _Call:
             )
         if isinstance(exc, litellm.ContextWindowExceededError):
             return ContextTooLong(
-                f"what this message sends is too long for {model}'s context window ({detail}): start a new session "
-                "or unpin a long note; if it happens again, lower chat.context_tokens in sentient.yaml, which bounds "
-                "what a message carries (docs/configuration.md)"
+                f"what this message sends does not fit {model}'s context window ({detail}). Shorten the message, or "
+                "start a new session (a long message stays in this one's recent history), or unpin a long note; if "
+                f"short messages fail too, set chat.context_tokens below {self.budget} in sentient.yaml, the budget "
+                "that bounds what a message carries (docs/configuration.md)"
             )
         if _unreachable(exc):
             return LLMUnavailable(f"no model answers at {model} ({where}): {self._start_fix()}")

@@ -26,7 +26,7 @@ class LLMUnavailable(LLMError):
 
 
 class ContextTooLong(LLMError):
-    """The messages do not fit the model's context window; compact them and call again."""
+    """The messages do not fit the model's context window (the person is told what to change)."""
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -307,6 +307,11 @@ class ConstrainedTools(CustomLLM):
         """The server's error as litellm's: a request over the context window as litellm's own
         error for it (the caller then says what to do), anything else as an API error."""
         if status == 400 and "exceed_context_size_error" in message:
+            try:
+                error = json.loads(message)["error"]
+                message = f"{int(error['n_prompt_tokens']):,} tokens for a window of {int(error['n_ctx']):,}"
+            except (ValueError, KeyError, TypeError):  # not the JSON it sends: its text as it is
+                pass
             return ContextWindowExceededError(message=message, model=alias, llm_provider=self.models.provider)
         return APIError(status_code=status, message=message, llm_provider=self.models.provider, model=alias)
 

@@ -190,7 +190,8 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
 def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
     """One entry in full, or one part of it when it is longer than a tool result may be
     (Settings.result_chars): parts as long as fit beside the entry's wrapper, each cut where
-    its quoted text is full (knowledge.quoted_cut), so no part is cut again on its way."""
+    its quoted text is full (knowledge.quoted_cut), so that a part alone is never cut again (a
+    turn whose results filled their share still cuts it, and says so)."""
     most = ctx.agent.workspace.settings.result_chars
     whole = quote(entry, full=True)
     if len(whole) <= most:
