@@ -47,6 +47,7 @@ sys.path[:0] = [str(ROOT), str(BENCH)]  # tests.scripted (the scripted model) an
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
 from gen_vault import generate  # noqa: E402
+from results import write_section  # noqa: E402
 
 HEADING = "## API (issue 6)"
 CONVERSATION = 10  # messages per session before a client opens a new one
@@ -345,19 +346,6 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def write_results(path: Path, section: str) -> None:
-    """Put `section` under HEADING in RESULTS.md, replacing only that section (read just before
-    writing: other benchmarks own the other sections)."""
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    start = current.find(HEADING)
-    if start < 0:
-        path.write_text(current.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n", encoding="utf-8")
-        return
-    end = current.find("\n## ", start + len(HEADING))
-    rest = current[end:] if end >= 0 else "\n"
-    path.write_text(current[:start] + section.rstrip("\n") + "\n" + rest, encoding="utf-8")
-
-
 WHY = """Notes (2026-12-01):
 
 - **What changed since the 2026-11-30 run (p95 43.8 ms /api/chat, 26.2 ms /v1), each found with
@@ -489,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args, loads, floor, watch, profiles)
     print(text)
     if not args.no_write:
-        write_results(args.results, text)
+        write_section(text, args.results)
     return 0
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_vault import Writer, generate
+from results import write_section
 
 from sentient.index import Index
 from sentient.index.batch import _Batch
@@ -358,18 +359,6 @@ def machine() -> str:
             f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")
 
 
-def write_results(path: Path, text: str) -> None:
-    """Replace the index section of RESULTS.md (other sections belong to other benchmarks)."""
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = current.find(HEADING)
-    if start < 0:
-        current = current.rstrip("\n") + "\n\n" + HEADING + "\n"
-        start = current.find(HEADING)
-    end = current.find("\n## ", start + len(HEADING))
-    rest = current[end + 1:] if end >= 0 else ""
-    path.write_text(current[:start] + text.rstrip("\n") + "\n" + ("\n" + rest if rest else ""))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the SQLite FTS5 index")
     parser.add_argument("--sizes", default="1000,10000,100000", help="memory entries per vault, comma-separated")
@@ -388,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             "Files warm in the page cache; medians.\n\n" + table(results) + "\n\n" + BEFORE + "\n\n"
             f"Targets (issue 2), at {results[-1]['size']:,} entries:\n\n{verdicts(results[-1])}\n\n{WHY}\n")
     print(text)
-    write_results(args.results, text)
+    write_section(text, args.results)
     return 0
 
 

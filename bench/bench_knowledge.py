@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_vault import generate  # noqa: E402
+from bench.results import write_section  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.knowledge import KnowledgeBuilder  # noqa: E402
 from sentient.prompts import Prompts  # noqa: E402
@@ -91,8 +92,7 @@ def main() -> None:
     )
     print(table)
     if args.write:
-        with (ROOT / "bench" / "RESULTS.md").open("a", encoding="utf-8") as handle:
-            handle.write(f"\n## Session knowledge (issue 5)\n\n{table}")
+        write_section(f"## Session knowledge (issue 5)\n\n{table}")
 
 
 if __name__ == "__main__":

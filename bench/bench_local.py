@@ -28,6 +28,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import write_section  # noqa: E402
 from sentient.agent.turn import open_agent  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.workspace import open_workspace  # noqa: E402
@@ -114,9 +115,7 @@ def main() -> None:
     table = header + "\n\n" + "\n".join(rows) + "\n"
     print(table)
     if args.write:
-        results = ROOT / "bench" / "RESULTS.md"
-        with results.open("a", encoding="utf-8") as handle:
-            handle.write(f"\n## Embedded model (issue 7)\n\n{table}")
+        write_section(f"## Embedded model (issue 7)\n\n{table}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.results import write_section  # noqa: E402
 from sentient.index import JUDGED_BYTES, JUDGED_TOGETHER  # noqa: E402
 from sentient.threats import CLASSES, PatternSet, ThreatJudge, parallel, scan, scan_many  # noqa: E402
 from sentient.vault.document import Document  # noqa: E402
@@ -427,19 +428,6 @@ def load_average() -> str:
         return "unknown"
 
 
-def write(section: str) -> None:
-    """Replace (or append) this benchmark's section of RESULTS.md, leaving the others alone."""
-    current = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    if HEADING in current:
-        before, after = current.split(HEADING, 1)
-        rest = after.split("\n## ", 1)
-        tail = "\n## " + rest[1] if len(rest) > 1 else ""
-        updated = before + section.rstrip("\n") + "\n" + tail
-    else:
-        updated = current.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(updated if updated.endswith("\n") else updated + "\n", encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=20.0, help="megabytes of text for each throughput row")
@@ -478,7 +466,7 @@ def main() -> None:
     section = "\n".join(parts)
     print(section)
     if args.write:
-        write(section)
+        write_section(section, RESULTS)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))  # run as a script: the repository, for bench.gen_vault
 
 from bench.gen_vault import generate  # noqa: E402
+from bench.results import write_section  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.watcher import Watcher  # noqa: E402
 from sentient.workspace import Workspace, open_workspace  # noqa: E402
@@ -190,20 +191,6 @@ def notes(runs: list[Run]) -> str:
   the one-at-a-time p95 was 147-163 ms, max 347 ms)."""
 
 
-def write_results(path: Path, text: str) -> None:
-    """Put the section at the end of RESULTS.md, or replace it where it is: a short
-    read-then-write, since other sections are edited by other people."""
-    current = path.read_text() if path.exists() else ""
-    start = current.find(HEADING)
-    if start < 0:
-        with path.open("a") as handle:
-            handle.write(("\n" if current.endswith("\n") else "\n\n") + text.rstrip("\n") + "\n")
-        return
-    end = current.find("\n## ", start + len(HEADING))
-    rest = current[end + 1:] if end >= 0 else ""
-    path.write_text(current[:start] + text.rstrip("\n") + "\n" + ("\n" + rest if rest else ""))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the watcher: edit -> searchable latency")
     parser.add_argument("--size", type=int, default=10_000, help="memory entries in the generated vault")
@@ -225,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(worst p95 {ms(worst)}).\n\n{notes(runs)}\n")
     print(text)
     if not args.no_write:
-        write_results(args.results, text)
+        write_section(text, args.results)
     return 0
 
 

@@ -107,17 +107,20 @@ class Pin(QuotedText):
         return quoted_attribute(shortened(one_line(self.title), TITLE_CHARS))
 
     @cached_property
+    def quoted_body(self) -> str:
+        return quoted(self.body.strip())
+
+    @property
     def size(self) -> int:
         """The characters of its quoted body (see `quoted`)."""
-        return len(quoted(self.body.strip()))
+        return len(self.quoted_body)
 
     @cached_property
     def shown(self) -> tuple[str, int]:
         """Its quoted body as the block shows it, and how many characters of the body that is."""
-        body = self.body.strip()
         if self.shown_chars is None or self.size <= self.shown_chars:
-            return quoted(body), len(body)
-        return quoted_cut(body, self.shown_chars)
+            return self.quoted_body, len(self.body.strip())
+        return quoted_cut(self.body.strip(), self.shown_chars)
 
     @property
     def cut(self) -> bool:
@@ -190,7 +193,7 @@ class IndexEntry:
     def shown_line(self) -> str:
         return quoted(self.line)
 
-    @property
+    @cached_property
     def shown_size(self) -> int:
         """About the characters of its line in the block: "- title [category]: line (id: x)"."""
         category = len(self.shown_category) + 3 if self.category else 0

@@ -1,0 +1,30 @@
+"""bench/RESULTS.md: one section a benchmark, each rewritten in place by its own benchmark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SECTION = "\n## "  # what starts a section (a "### " table heading inside one does not)
+
+
+def write_section(section: str, path: Path = RESULTS) -> None:
+    """Put `section` (its "## " heading line first) in place of the section with that heading,
+    or at the end: read just before writing, every other section left as it was. Copies of the
+    heading further down (an older benchmark appended instead of replacing) are dropped."""
+    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    heading, _, _ = section.removeprefix("## ").partition("\n")
+    new = section.removeprefix("## ").rstrip("\n") + "\n"
+    head, *sections = current.split(SECTION)
+    kept: list[str] = []
+    placed = False
+    for part in sections:
+        if part.partition("\n")[0].strip() != heading.strip():
+            kept.append(part)
+        elif not placed:
+            kept.append(new)
+            placed = True
+    if not placed:
+        kept.append(new)
+    kept = [part if part.endswith("\n") else part + "\n" for part in kept]
+    path.write_text(SECTION.join([head if head.endswith("\n") else head + "\n", *kept]), encoding="utf-8")
