@@ -49,6 +49,12 @@ class TooLarge(SentientError):
     status = 413
 
 
+class TooLong(SentientError):
+    """A message longer than the model can read at once; nothing was kept."""
+
+    status = 413
+
+
 class BadText(SentientError):
     """Text a file of the vault cannot hold (the vault would refuse to read it); nothing was written."""
 

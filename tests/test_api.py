@@ -506,6 +506,21 @@ def test_pins_are_read_and_replaced(client: TestClient, basic: Path) -> None:
     assert client.get("/api/sessions/no-such/pins").status_code == 404
 
 
+def test_a_message_the_embedded_model_could_never_read_is_refused_and_nothing_is_kept(
+    serve: Serve, basic: Path
+) -> None:
+    client = serve(basic, environ={"SENTIENT_MODEL": "local"})  # its window: 4,096 tokens, 2,048 for a message
+    before = fingerprint(basic)
+    response = client.post("/api/chat", json={"message": "Please summarise this. " + "The tide comes in. " * 500})
+    assert response.status_code == 413
+    message = error_of(response)["message"]
+    assert message.startswith("the message is about 2,") and "the embedded model takes about 2,048" in message
+    assert "shorten it or send it in parts" in message
+    v1 = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x " * 5000}]})
+    assert v1.status_code == 413 and "the embedded model takes about 2,048" in error_of(v1)["message"]
+    assert fingerprint(basic) == before  # no session was opened, nothing written
+
+
 def test_pinning_a_note_too_long_for_the_session_answers_with_the_problem(serve: Serve, basic: Path) -> None:
     configure(basic, chat={"context_tokens": 1000})
     note = basic / "pins" / "notes" / "interview-script.md"

@@ -20,8 +20,8 @@ from sentient.agent import compaction
 from sentient.agent.context import Background, HeldCall, ToolContext, memory_allowed
 from sentient.agent.loop import CallRecord, Message, run_loop
 from sentient.agent.tools import ToolRegistry
-from sentient.config import CHARS_PER_TOKEN
-from sentient.errors import NotFound, SentientError
+from sentient.config import CHARS_PER_TOKEN, is_local
+from sentient.errors import NotFound, SentientError, TooLong
 from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
 from sentient.llm import LLM
 from sentient.prompts import Prompts
@@ -265,6 +265,7 @@ class Agent:
         `prior` is earlier conversation a client sent along (for a session that has none)."""
         if not text.strip():
             raise SentientError("the message is empty; type something to send")
+        self.check_length(text)
         if session is None:
             title = transcript.writable(text.strip()[:60])  # as the message is kept (a terminal's bad bytes)
             session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=title)
@@ -279,6 +280,18 @@ class Agent:
         with self.session_lock(session):
             ctx = self.context(incognito=incognito, channel=channel, session=session)
             return self._turn(ctx, session, text, tool_choice, on_text, prior or [])
+
+    def check_length(self, text: str) -> None:
+        """Refuse a message the embedded model could never read (its window is known; a remote
+        model's is not, and its provider says when a message is too long): kept, it would fail
+        every later message of its session too, as compaction keeps recent messages whole."""
+        if not is_local(self.settings.role("chat").model or ""):
+            return
+        tokens, budget = len(text) // CHARS_PER_TOKEN, self.settings.context_budget
+        if tokens > budget:
+            raise TooLong(f"the message is about {tokens:,} tokens, and the embedded model takes about {budget:,} "
+                          f"in one (its window of {self.settings.local.context:,} also holds the session's history, "
+                          "pins and answer): shorten it or send it in parts")
 
     def dispatch(self, goal: str, *, pins: list[str] | None = None, scope: str | None = None) -> TurnResult:
         """Start a session the agent itself opens (no client involved) with `goal` as its

@@ -118,6 +118,7 @@ class TurnFailed(SentientError):
 
 
 def open_session(agent: Agent, request: ChatRequest) -> str:
+    agent.check_length(request.message)  # before a session is opened for it
     if request.session_id is not None:  # checked before a stream starts: a 404, not an error event
         if agent.is_incognito(request.session_id):
             return request.session_id

@@ -87,6 +87,7 @@ def check(request: CompletionRequest) -> None:
 
 def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: Any = None) -> TurnResult:
     check(request)
+    agent.check_length(text_of(request.messages[-1].content))  # before a session is opened for it
     session, new = session_for(agent, request.user or user)
     prior: list[dict[str, Any]] = []
     if new:
