@@ -518,9 +518,9 @@ def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
         pinned = document.meta.get("pins") or []
         return document.replace({"pins": require_pins(workspace.vault, check_pins(args.pins), pinned)})
 
-    workspace.vault.update("session", args.id, transform=pin)
-    print(f"pins of {args.id}: {', '.join(args.pins) or 'none'}")
-    for problem in KnowledgeBuilder(workspace, Prompts(workspace.vault.root)).pin_problems(args.pins):
+    pins = [str(ref) for ref in workspace.vault.update("session", args.id, transform=pin).meta["pins"]]
+    print(f"pins of {args.id}: {', '.join(pins) or 'none'}")
+    for problem in KnowledgeBuilder(workspace, Prompts(workspace.vault.root)).pin_problems(pins):
         print(f"  note: {problem}")
     return 0
 
