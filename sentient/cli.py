@@ -1,8 +1,9 @@
 """The `sentient` command: parse, call one domain function, print.
 
-The server (FastAPI, uvicorn) and the agent are imported by the commands that use them, not
-here: they take most of a second to import, which every `sentient scan` or `search` would wait
-for.
+What a command needs beyond the workspace and the scanner is imported by that command, not
+here: the server (FastAPI, uvicorn) and the agent take most of a second to import, and the
+model client, memory, doctor and knowledge modules another tenth, which every `sentient scan`
+of one file would wait for.
 """
 
 from __future__ import annotations
@@ -26,25 +27,10 @@ except ImportError:  # not on every platform; the chat works without line editin
 
 from sentient import __version__
 from sentient.config import NoVaultHere, Settings, load_settings
-from sentient.doctor import allow_command, examine
 from sentient.errors import SentientError
-from sentient.knowledge import KnowledgeBuilder, require_pins
-from sentient.llm import LLM
-from sentient.memory import (
-    allow_entry,
-    create_entry,
-    forget_entry,
-    get_entry,
-    judge_hit,
-    list_entries,
-    unreadable_memory,
-)
-from sentient.prompts import Prompts
-from sentient.record import record, stale
 from sentient.threats import Finding, PatternSet, parallel, scan_many
 from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS, one_line
-from sentient.vault.layout import init_vault
 from sentient.workspace import Workspace, open_workspace
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -93,6 +79,7 @@ class Progress:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from sentient.vault.layout import init_vault
     for step in init_vault(Path(args.path)):
         print(step)
     print(f"next: cd {args.path} && sentient doctor")
@@ -118,6 +105,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import judge_hit
     query = utf8_argument(" ".join(args.query), "the query")
     workspace.index.sync()
     hits = workspace.index.search(query, kind=args.kind, limit=args.limit)
@@ -155,6 +143,9 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.doctor import allow_command, examine
+    from sentient.llm import LLM
+    from sentient.record import record, stale
     if args.record:
         recorded = record(workspace)
         print(f"recorded the revision and judgment of {_plural(len(recorded.written), 'file')}")
@@ -205,8 +196,6 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
-    if any(Path(path).is_dir() for path in args.paths):
-        parallel.warm_up()  # a folder may hold megabytes: helpers start while its files are read
     flagged_any = unreadable_any = False
     for given, findings in _scanned(read_inputs(args.paths), workspace.judge.patterns):
         name, text = given.name, given.text
@@ -286,29 +275,50 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
         if raw == "-":
             yield Input("<stdin>", decode(sys.stdin.buffer.read()))
             continue
-        path = Path(raw)
+        named = str(Path(raw))  # as the path is printed: "./notes/" is "notes"
         unlisted: list[OSError] = []
-        files = sorted(_files_in(path, unlisted)) if path.is_dir() else [path]
+        files = _files_in(named, unlisted) if os.path.isdir(named) else [named]
         for error in unlisted:  # a folder that cannot be listed: what it holds is not scanned
             yield Input(str(error.filename), None, f"{error.filename}: the folder cannot be read ({error.strerror}); "
                                                    "check its permissions")
         for file in files:
             try:
-                data = file.read_bytes()
+                with open(file, "rb") as handle:
+                    data = handle.read()
             except OSError as exc:
-                yield Input(str(file), None, f"{file}: cannot be read ({exc.strerror}); check the path and its "
-                                             "permissions")
+                yield Input(file, None, f"{file}: cannot be read ({exc.strerror}); check the path and its permissions")
                 continue
             text = decode(data)
-            if text is not None or file == path or file.suffix == ".md":
-                yield Input(str(file), text)
+            if text is not None or file == named or os.path.splitext(file)[1] == ".md":
+                yield Input(file, text)
 
 
-def _files_in(folder: Path, errors: list[OSError]) -> Iterator[Path]:
-    """The files under a folder but .git and .sentient; the folders it cannot list go to `errors`."""
-    for root, folders, names in os.walk(folder, onerror=errors.append):
-        folders[:] = [name for name in folders if name not in (".git", ".sentient")]
-        yield from (Path(root, name) for name in names if Path(root, name).is_file())
+def _files_in(folder: str, errors: list[OSError]) -> list[str]:
+    """The files under a folder but in .git and .sentient, in the order of their paths' parts
+    (as pathlib sorts them); the folders it cannot list go to `errors`. Symbolic links to files
+    count, links to folders are not followed (as os.walk). Strings and os.scandir, not Path
+    objects: for a folder of thousands of notes that was a third of `sentient scan`'s reading."""
+    found: list[tuple[tuple[str, ...], str]] = []
+    folders: list[tuple[str, tuple[str, ...]]] = [(folder, ())]
+    while folders:
+        here, parts = folders.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            errors.append(exc)
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    if entry.name not in (".git", ".sentient") and not entry.is_symlink():
+                        folders.append((entry.path, (*parts, entry.name)))
+                elif entry.is_file():
+                    found.append(((*parts, entry.name), entry.path))
+            except OSError:  # gone since it was listed
+                continue
+    found.sort()
+    return [path for _, path in found]
 
 
 def decode(data: bytes) -> str | None:
@@ -322,6 +332,7 @@ def decode(data: bytes) -> str | None:
 
 
 def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import list_entries
     entries = list_entries(workspace, category=args.category, scope=args.scope, flagged_only=args.flagged)
     if args.json:
         print(json.dumps([e.as_dict() for e in entries], ensure_ascii=False, indent=2))
@@ -340,6 +351,7 @@ def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
 def _not_listed(workspace: Workspace) -> int:
     """Warn on stderr of the memory `memory list` left out: each folder that cannot be listed,
     then how many files cannot be read (doctor tells why, file by file). 1 if any, else 0."""
+    from sentient.memory import unreadable_memory
     missing = unreadable_memory(workspace)
     for problem in missing:
         print(f"warning: {problem} (the entries in it are not listed)", file=sys.stderr)
@@ -351,6 +363,7 @@ def _not_listed(workspace: Workspace) -> int:
 
 
 def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import get_entry
     entry = get_entry(workspace, args.id)
     if args.json:
         print(json.dumps(entry.as_dict(body=True), ensure_ascii=False, indent=2))
@@ -373,6 +386,7 @@ def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_memory_add(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import create_entry
     title = utf8_argument(args.title, "the title")
     body = read_stdin() if args.text == "-" else utf8_argument(args.text, "the text")
     meta = {"category": utf8_argument(args.category, "--category"), "scope": utf8_argument(args.scope, "--scope")}
@@ -384,11 +398,13 @@ def cmd_memory_add(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_memory_forget(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import forget_entry
     print(f"forgot memory {args.id} (removed {forget_entry(workspace, args.id)})")
     return 0
 
 
 def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import allow_entry
     entry = allow_entry(workspace, args.id, args.revision)
     print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.allow_revision}; an edit will judge it again")
     return 0
@@ -513,6 +529,8 @@ def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int
 
 def cmd_session_pin(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.agent.turn import check_pins
+    from sentient.knowledge import KnowledgeBuilder, require_pins
+    from sentient.prompts import Prompts
 
     def pin(document: Document) -> Document:
         pinned = document.meta.get("pins") or []
@@ -693,6 +711,8 @@ def run(argv: list[str]) -> int:
         if settings is None:
             raise failure or SentientError("no vault")
         handler: Command = args.handler
+        if args.command == "scan" and any(os.path.isdir(path) for path in args.paths):
+            parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
         with open_workspace(settings) as workspace:
             return handler(args, workspace)
     except SentientError as exc:

@@ -284,6 +284,24 @@ def test_scan_of_a_folder_reports_every_file_in_order_scanned_in_batches(
     assert sum(line.endswith(": clean") for line in lines) == 6
 
 
+def test_scan_of_a_folder_takes_its_files_in_path_order_and_leaves_out_git_and_linked_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "notes"
+    for name in ("b.md", "a/z.md", "a-b/c.md", "a/sub/y.md", ".git/config", ".sentient/x.md", "deep/.git/x.md"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("a note about tea", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.md").write_text("not in the folder", encoding="utf-8")
+    (folder / "linked").symlink_to(outside, target_is_directory=True)  # not followed
+    (folder / "link.md").symlink_to(folder / "b.md")  # a file: scanned
+    code, out, _ = run(capsys, "scan", f"{folder}/")
+    assert code == 0
+    names = [line.split(": ")[0] for line in out.splitlines()]
+    assert names == [str(folder / name) for name in ("a/sub/y.md", "a/z.md", "a-b/c.md", "b.md", "link.md")]
+
+
 def test_scan_reports_an_input_it_cannot_read_scans_the_others_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

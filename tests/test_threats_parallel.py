@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -235,6 +236,37 @@ def test_a_set_changed_only_in_a_description_reaches_the_helpers() -> None:
     assert old.fingerprint != new.fingerprint
     assert scan_many(texts, old)[-1][0].description == "the old words"
     assert scan_many(texts, new)[-1][0].description == "the new words"
+    assert parallel.last.helpers > 0
+
+
+@pytest.mark.usefixtures("helpers")
+def test_a_helper_still_starting_when_a_batch_begins_joins_it_when_ready() -> None:
+    patterns = PatternSet.load()
+    texts = corpus_texts() * 8
+    helper = parallel._helpers[0]
+    helper.ready.clear()  # as if it were still starting: it is ready 50 ms into the batch
+    timer = threading.Timer(0.05, helper.ready.set)
+    timer.start()
+    found = scan_many(texts, patterns)
+    timer.join()
+    assert parallel.last.helpers > 0 and parallel.last.here > 0
+    assert found == scan_many(texts, patterns, helpers=False)
+
+
+@pytest.mark.usefixtures("helpers")
+def test_the_shipped_set_is_loaded_by_a_helper_as_it_starts_and_never_sent() -> None:
+    shipped, pure = PatternSet.load(), PatternSet.load(use_hyperscan=False)
+    helper = parallel._helpers[0]
+
+    def sent(patterns: PatternSet) -> object:
+        key, pickled, _ = pickle.loads(helper.request(scan_many, patterns, ["a note"])[8:])
+        return pickled
+
+    assert sent(shipped) is None
+    # The pure-Python set has the shipped set's fingerprint, but is a set of its own for a helper.
+    assert parallel._key(pure) != parallel._key(shipped) and sent(pure) is not None
+    texts = corpus_texts()
+    assert scan_many(texts, pure) == scan_many(texts, shipped) == scan_many(texts, shipped, helpers=False)
     assert parallel.last.helpers > 0
 
 

@@ -17,7 +17,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,9 @@ try:
 except ImportError:  # the pure-Python scan finds the same; it is only slower
     hyperscan = None
 
-_VERSION = "" if hyperscan is None else metadata.version("hyperscan")
+# Part of a cached database's name. The package's own attribute, not importlib.metadata, whose
+# import a scan helper would wait for as it starts.
+_VERSION = "" if hyperscan is None else str(getattr(hyperscan, "__version__", "unknown"))
 # Multi-line: ^ and $ at line breaks. Prefilter: an expression Hyperscan would refuse is taken in
 # a wider form that matches at least as much (the scanner only uses what it reports to choose).
 MULTILINE = 0 if hyperscan is None else hyperscan.HS_FLAG_MULTILINE

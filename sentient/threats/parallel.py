@@ -13,9 +13,10 @@ program that started it (as multiprocessing's spawn would), so it is safe beside
 threads and under any script. This process talks to its helpers between its own parts, from
 the thread scanning (a thread of its own would wait for the interpreter's lock for up to 5 ms
 at every answer), and keeps a second part waiting in each helper's input, so that a helper
-rarely waits for it. Helpers are started on first use, in the background (this process scans
-everything until they are ready, so no batch waits for them); they keep the last few pattern
-sets they were sent, by fingerprint, and end when this process does (their input closes).
+rarely waits for it. Helpers are started on first use, in the background: no batch waits for
+them, and one that is not ready when a batch begins takes its parts from when it is. A helper
+loads the shipped pattern set while it starts, so that set is never sent; it keeps the last few
+sets it was sent, by fingerprint, and ends when this process does (its input closes).
 
 A helper that stops, hangs, answers with an error, or is left mid-message (an interrupt) is
 never asked again: its parts are scanned here, and it is killed and replaced on a later batch.
@@ -114,14 +115,17 @@ class _Helper:
         self.ready = threading.Event()
         self.broken = False  # never asked again; stopped by the next batch or shutdown
         self.stopping = False
-        self.known: OrderedDict[str, None] = OrderedDict()  # fingerprints of the sets it keeps, oldest first
+        self.known: OrderedDict[str, None] = OrderedDict()  # keys of the sets it keeps (`_key`), oldest first
         self.in_use = threading.Lock()
         self.sent: deque[int] = deque()  # numbers of the parts it has and has not answered yet
         threading.Thread(target=self._wait_ready, name="threat-scan-helper-start", daemon=True).start()
 
     def _wait_ready(self) -> None:
         try:
-            if pickle.loads(_read(self.output)) == "ready":
+            said, loaded = pickle.loads(_read(self.output))
+            if said == "ready":
+                if loaded is not None:  # the shipped set, loaded while it started
+                    self.known[loaded] = None
                 self.ready.set()
                 return
         except (OSError, EOFError, ValueError, pickle.UnpicklingError):
@@ -137,11 +141,11 @@ class _Helper:
 
     def request(self, work: Work[Result], patterns: Any, texts: Sequence[str]) -> bytes:
         """The message asking for `work(texts, patterns)`; with the set, unless the helper keeps it."""
-        fingerprint = patterns.fingerprint
-        sent = None if fingerprint in self.known else _pickled(patterns)
-        return _framed((fingerprint, sent, pickle.dumps((work, list(texts)), protocol=pickle.HIGHEST_PROTOCOL)))
+        key = _key(patterns)
+        sent = None if key in self.known else _pickled(patterns)
+        return _framed((key, sent, pickle.dumps((work, list(texts)), protocol=pickle.HIGHEST_PROTOCOL)))
 
-    def send(self, number: int, message: bytes, fingerprint: str) -> None:
+    def send(self, number: int, message: bytes, key: str) -> None:
         try:
             _write(self.input, message)
         except OSError as error:
@@ -150,8 +154,8 @@ class _Helper:
         except BaseException:  # interrupted mid-message: the helper's input is out of step
             self.broken = True
             raise
-        self.known[fingerprint] = None  # as the helper does: keep the newest SETS_KEPT
-        self.known.move_to_end(fingerprint)
+        self.known[key] = None  # as the helper does: keep the newest SETS_KEPT
+        self.known.move_to_end(key)
         while len(self.known) > SETS_KEPT:
             self.known.popitem(last=False)
         self.sent.append(number)
@@ -190,18 +194,25 @@ _helpers: list[_Helper] = []
 _pickled_sets: OrderedDict[str, bytes] = OrderedDict()
 
 
+def _key(patterns: Any) -> str:
+    """What a helper keeps a set by: its fingerprint, and whether it scans without Hyperscan
+    (the benchmark's pure-Python set has the fingerprint of the set it is timed against)."""
+    return str(patterns.fingerprint) + ("" if getattr(patterns, "use_hyperscan", True) else "+pure")
+
+
 def _pickled(patterns: Any) -> bytes:
-    found = _pickled_sets.get(patterns.fingerprint)
+    key = _key(patterns)
+    found = _pickled_sets.get(key)
     if found is None:
-        found = _pickled_sets[patterns.fingerprint] = pickle.dumps(patterns)
+        found = _pickled_sets[key] = pickle.dumps(patterns)
         while len(_pickled_sets) > SETS_KEPT:
             _pickled_sets.popitem(last=False)
     return found
 
 
 def _take() -> list[_Helper]:
-    """The ready helpers no other batch holds, now held by the caller (release `in_use`).
-    Broken helpers nobody holds are stopped, and helpers started up to helper_count()."""
+    """The helpers no other batch holds, ready or still starting, now held by the caller (release
+    `in_use`). Broken helpers nobody holds are stopped, and helpers started up to helper_count()."""
     ending: list[_Helper] = []
     taken: list[_Helper] = []
     with _lock:
@@ -217,7 +228,8 @@ def _take() -> list[_Helper]:
         except OSError as error:  # no processes to be had here: scan alone
             log.warning("could not start a threat-scan helper (%s); scanning in this process", error)
         for helper in _helpers:
-            if helper.usable() and helper.in_use.acquire(blocking=False):
+            helper.usable()  # a start that takes too long breaks it
+            if not helper.broken and helper.in_use.acquire(blocking=False):
                 taken.append(helper)
     for helper in ending:
         helper.stop(patience=0 if helper.broken else 1.0)
@@ -269,8 +281,9 @@ def _at_exit() -> None:
 
 
 def scan_parts(texts: Sequence[str], patterns: Any, work: Work[Result]) -> list[Result]:
-    """`work(texts, patterns)`, with the texts cut into parts that this process and the ready,
-    free helpers scan side by side. `work` must be a module-level function (helpers import it)."""
+    """`work(texts, patterns)`, with the texts cut into parts that this process and the free
+    helpers scan side by side; a helper still starting joins in when it is ready. `work` must be
+    a module-level function (helpers import it)."""
     helpers = _take()
     try:
         size = sum(map(len, texts)) // (PARTS_EACH * (len(helpers) + 1))
@@ -278,13 +291,17 @@ def scan_parts(texts: Sequence[str], patterns: Any, work: Work[Result]) -> list[
         if len(parts) < 2 or not helpers:
             last.here, last.helpers = len(parts), 0
             return work(texts, patterns)
-        return _share(parts, patterns, work, list(helpers))
+        starting = [helper for helper in helpers if not helper.ready.is_set()]
+        ready = [helper for helper in helpers if helper not in starting]
+        return _share(parts, patterns, work, ready, starting)
     finally:
         _release(helpers)
 
 
-def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helpers: list[_Helper]) -> list[Result]:
-    """Scan the parts here and in the helpers (a helper that fails is dropped from `helpers`)."""
+def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helpers: list[_Helper],
+           starting: list[_Helper]) -> list[Result]:  # fmt: skip
+    """Scan the parts here and in the helpers (a helper that fails is dropped from `helpers`);
+    each of the `starting` ones is asked too from when it is ready."""
     results: list[list[Result] | None] = [None] * len(parts)
     pending = deque(range(len(parts)))  # helpers take from the left, this process from the right
     mine: list[int] = []  # parts given back by a helper that failed: this process scans them
@@ -301,7 +318,7 @@ def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helper
             if helper.sent and len(message) > helper.capacity:  # it would wait to be read
                 return
             try:
-                helper.send(pending[0], message, patterns.fingerprint)
+                helper.send(pending[0], message, _key(patterns))
             except HelperFailed as error:  # the part stays pending
                 give_back(helper, error)
                 return
@@ -315,16 +332,24 @@ def _share(parts: list[Sequence[str]], patterns: Any, work: Work[Result], helper
         helpers.remove(helper)
         watch.unregister(helper.output)
 
+    def join(helper: _Helper) -> None:
+        helpers.append(helper)
+        watch.register(helper.output, selectors.EVENT_READ, helper)  # its "ready" has been read
+        feed(helper)
+
     try:
-        for helper in helpers:
-            watch.register(helper.output, selectors.EVENT_READ, helper)
         for helper in list(helpers):
-            feed(helper)
+            helpers.remove(helper)
+            join(helper)
         quiet_since = time.monotonic()
         while pending or mine or any(helper.sent for helper in helpers):
             if mine or pending:
                 number = mine.pop() if mine else pending.pop()
                 results[number] = work(parts[number], patterns)
+            for helper in [helper for helper in starting if helper.usable() or helper.broken]:
+                starting.remove(helper)
+                if not helper.broken:
+                    join(helper)
             asked = any(helper.sent for helper in helpers)
             events = watch.select(timeout=0 if mine or pending else ANSWER_SECONDS) if asked else []
             for key, _ in events:
@@ -411,29 +436,46 @@ def _exactly(descriptor: int, size: int) -> bytes:
 
 
 def serve() -> None:
-    """A helper's life: answer requests (fingerprint, pickled set or None, pickled (work, texts))
-    with ("ok", results) or ("error", why) until its input ends."""
+    """A helper's life: load the shipped pattern set, say ("ready", its key or None), then answer
+    requests (a set's key, the pickled set or None, pickled (work, texts)) with ("ok", results)
+    or ("error", why) until its input ends."""
     requests, answers = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing else may write to the answers
     sys.stdout = sys.stderr
-    import sentient.threats  # noqa: F401  (the scanner, imported before saying ready)
-
     known: OrderedDict[str, Any] = OrderedDict()
-    _write(answers, _framed("ready"))
+    shipped = _shipped()
+    if shipped is not None:
+        known[_key(shipped)] = shipped
+    _write(answers, _framed(("ready", None if shipped is None else _key(shipped))))
     while True:
         try:
             request = _read(requests)
         except EOFError:
             return
         try:  # a request it cannot read (a function it cannot import) is answered too
-            fingerprint, sent, job = pickle.loads(request)
+            key, sent, job = pickle.loads(request)
             if sent is not None:
-                known[fingerprint] = pickle.loads(sent)
-                known.move_to_end(fingerprint)
+                known[key] = pickle.loads(sent)
+                known.move_to_end(key)
                 while len(known) > SETS_KEPT:
                     known.popitem(last=False)
             work, texts = pickle.loads(job)
-            answer: tuple[str, object] = ("ok", work(texts, known[fingerprint]))
+            answer: tuple[str, object] = ("ok", work(texts, known[key]))
         except Exception as error:  # the caller scans the part itself, and logs why
             answer = ("error", f"{type(error).__name__}: {error}")
         _write(answers, _framed(answer))
+
+
+def _shipped() -> Any:
+    """The shipped pattern set, with its Hyperscan databases loaded, while a helper starts: a
+    set sent to it compiles its expressions on arrival, a tenth of a second of the first part.
+    None when it cannot be loaded (a set is then sent like any other)."""
+    from sentient.threats.patterns import PatternSet  # the scanner, imported before saying ready
+
+    try:
+        patterns = PatternSet.load()
+        _ = patterns.prefilter
+    except Exception as error:  # whatever it is, the set is sent instead
+        print(f"threat-scan helper: the shipped patterns did not load ({error}); they will be sent", file=sys.stderr)
+        return None
+    return patterns
