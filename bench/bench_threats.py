@@ -299,6 +299,7 @@ def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]
     header = "| text scanned | documents | mean size | " + " | ".join(f"{way}: time, throughput" for way, _ in ways)
     lines = [header + " |", "|" + "---|" * (3 + len(ways))]
     entries, files = documents(target, 0), documents(target, 4000)
+    more_files = documents(3 * target, 4000, seed=8)
     long_text = "\n\n".join(entries)
     helpers = parallel.helper_count() if parallel.start() else 0
     for _, way in ways:  # each helper loads the set (and compiles its expressions) before the timing
@@ -321,6 +322,7 @@ def throughput(patterns: PatternSet, megabytes: float, repeat: int) -> list[str]
         (f"file-sized, {shared}", files, lambda p: batches(files, p, True)),
         ("one long text, `scan()`", [long_text], lambda p: scan(long_text, p)),
         ("file-sized, `sentient scan FOLDER` as a new process (its start-up, reading, printing)", files, None),
+        ("the same, three times the text (its start-up counts for less)", more_files, None),
     ]  # fmt: skip
     if not helpers:
         rows = [row for row in rows if "helper process" not in row[0]]

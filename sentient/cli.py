@@ -275,7 +275,7 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
         if raw == "-":
             yield Input("<stdin>", decode(sys.stdin.buffer.read()))
             continue
-        named = str(Path(raw))  # as the path is printed: "./notes/" is "notes"
+        named = str(Path(raw))  # as the path is printed: "./notes/" is "notes", "./" is "."
         unlisted: list[OSError] = []
         files = _files_in(named, unlisted) if os.path.isdir(named) else [named]
         for error in unlisted:  # a folder that cannot be listed: what it holds is not scanned
@@ -289,22 +289,24 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
                 yield Input(file, None, f"{file}: cannot be read ({exc.strerror}); check the path and its permissions")
                 continue
             text = decode(data)
-            if text is not None or file == named or os.path.splitext(file)[1] == ".md":
+            if text is not None or file == named or Path(file).suffix == ".md":
                 yield Input(file, text)
 
 
 def _files_in(folder: str, errors: list[OSError]) -> list[str]:
-    """The files under a folder but in .git and .sentient, in the order of their paths' parts
-    (as pathlib sorts them); the folders it cannot list go to `errors`. Symbolic links to files
-    count, links to folders are not followed (as os.walk). Strings and os.scandir, not Path
-    objects: for a folder of thousands of notes that was a third of `sentient scan`'s reading."""
-    found: list[tuple[tuple[str, ...], str]] = []
-    folders: list[tuple[str, tuple[str, ...]]] = [(folder, ())]
+    """The files under a folder but in .git and .sentient, named as pathlib joins them (no "./"
+    in front) and in the order of their paths' parts (as pathlib sorts them); the folders it
+    cannot list go to `errors`, in that order too. Symbolic links to files count, links to
+    folders are not followed (as os.walk). Strings and os.scandir, not Path objects: for a
+    folder of thousands of notes that was a third of `sentient scan`'s reading."""
+    found: list[tuple[str, ...]] = []
+    folders: list[tuple[str, ...]] = [()]  # to list, the next one last
     while folders:
-        here, parts = folders.pop()
+        parts = folders.pop()
+        here = os.path.join(folder, *parts)
         try:
             with os.scandir(here) as listing:
-                entries = list(listing)
+                entries = sorted(listing, key=lambda entry: entry.name, reverse=True)
         except OSError as exc:
             errors.append(exc)
             continue
@@ -312,13 +314,15 @@ def _files_in(folder: str, errors: list[OSError]) -> list[str]:
             try:
                 if entry.is_dir():
                     if entry.name not in (".git", ".sentient") and not entry.is_symlink():
-                        folders.append((entry.path, (*parts, entry.name)))
+                        folders.append((*parts, entry.name))
                 elif entry.is_file():
-                    found.append(((*parts, entry.name), entry.path))
+                    found.append((*parts, entry.name))
             except OSError:  # gone since it was listed
                 continue
     found.sort()
-    return [path for _, path in found]
+    if folder == ".":
+        return [os.path.join(*parts) for parts in found]
+    return [os.path.join(folder, *parts) for parts in found]
 
 
 def decode(data: bytes) -> str | None:

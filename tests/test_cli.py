@@ -285,7 +285,7 @@ def test_scan_of_a_folder_reports_every_file_in_order_scanned_in_batches(
 
 
 def test_scan_of_a_folder_takes_its_files_in_path_order_and_leaves_out_git_and_linked_folders(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "notes"
     for name in ("b.md", "a/z.md", "a-b/c.md", "a/sub/y.md", ".git/config", ".sentient/x.md", "deep/.git/x.md"):
@@ -296,10 +296,15 @@ def test_scan_of_a_folder_takes_its_files_in_path_order_and_leaves_out_git_and_l
     (outside / "o.md").write_text("not in the folder", encoding="utf-8")
     (folder / "linked").symlink_to(outside, target_is_directory=True)  # not followed
     (folder / "link.md").symlink_to(folder / "b.md")  # a file: scanned
+    (folder / "..md").write_bytes(b"\x00binary")  # its suffix is .md: reported, not passed over
     code, out, _ = run(capsys, "scan", f"{folder}/")
-    assert code == 0
+    assert code == 2
     names = [line.split(": ")[0] for line in out.splitlines()]
-    assert names == [str(folder / name) for name in ("a/sub/y.md", "a/z.md", "a-b/c.md", "b.md", "link.md")]
+    in_order = ["..md", "a/sub/y.md", "a/z.md", "a-b/c.md", "b.md", "link.md"]
+    assert names == [str(folder / name) for name in in_order]
+    monkeypatch.chdir(folder)
+    code, out, _ = run(capsys, "scan", ".")  # named as pathlib names them: no "./" in front
+    assert [line.split(": ")[0] for line in out.splitlines()] == in_order
 
 
 def test_scan_reports_an_input_it_cannot_read_scans_the_others_and_exits_2(

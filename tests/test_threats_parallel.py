@@ -270,6 +270,23 @@ def test_the_shipped_set_is_loaded_by_a_helper_as_it_starts_and_never_sent() -> 
     assert parallel.last.helpers > 0
 
 
+@pytest.mark.usefixtures("helpers")
+def test_a_helper_keeps_the_sets_it_was_last_asked_for_as_this_process_counts_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def codeword(number: int) -> PatternSet:
+        return PatternSet.load(extra=[{"id": f"vault-codeword-{number}", "class": "override", "description": "ours",
+                                       "regex": [rf"\bcodeword{number}\b"]}])  # fmt: skip
+
+    shipped, others = PatternSet.load(), [codeword(number) for number in range(parallel.SETS_KEPT)]
+    texts = corpus_texts()
+    with caplog.at_level(logging.WARNING, logger="sentient.threats.parallel"):
+        for patterns in [shipped, others[0], shipped, *others[1:], shipped]:  # the shipped set is never sent
+            scan_many(texts, patterns)
+            assert parallel.last.helpers > 0
+    assert not caplog.records  # the helper still held every set it was not sent again
+
+
 def test_helpers_work_past_a_thousand_open_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """select() cannot watch a descriptor numbered 1024 or more; a busy server has such."""
     held = [open(os.devnull) for _ in range(1100)]  # closed below

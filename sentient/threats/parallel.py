@@ -456,6 +456,7 @@ def serve() -> None:
             key, sent, job = pickle.loads(request)
             if sent is not None:
                 known[key] = pickle.loads(sent)
+            if key in known:  # the newest, as the caller counts them (`_Helper.send`)
                 known.move_to_end(key)
                 while len(known) > SETS_KEPT:
                     known.popitem(last=False)
