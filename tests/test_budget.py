@@ -213,3 +213,32 @@ def test_the_tool_results_of_a_turn_share_half_the_budget_and_then_the_model_ans
     assert "filled their share of the session" not in results[0] + results[1]
     assert sum(map(len, results[:3])) <= 2000 + 400  # the third got what was left, or the floor
     assert len(results[3]) <= 400 and "filled their share of the session: answer with what you have" in results[3]
+
+
+def test_a_message_the_model_refused_as_too_long_is_kept_and_later_messages_carry_its_start_and_end(
+    basic: Path, scripted: Scripted
+) -> None:
+    import litellm
+
+    from sentient.llm import ContextTooLong
+
+    configure(basic, chat={"context_tokens": 1000})  # a message of the person's that got no answer: 1,000 characters
+    agent = agent_on(basic)
+    answered = "Here is my packing list: " + "socks, " * 200  # 1,425 characters, answered: replayed whole
+    scripted.queue(text("Noted."))
+    first = agent.turn(answered)
+    pasted = "Summarise this log: " + "GET /index.html 200 " * 1000 + "THE END"
+    scripted.fail(litellm.ContextWindowExceededError(message="too long", llm_provider="scripted", model="test"))
+    with pytest.raises(ContextTooLong):
+        agent.turn(pasted, session=first.session)
+    scripted.queue(text("Sorry, that was too long."), text("Still here."))
+    agent.turn("Shall I send it in parts?", session=first.session)
+    agent.turn("And the list?", session=first.session)
+    for request in scripted.requests[-2:]:
+        said = [part["text"] if isinstance(m["content"], list) else m["content"]
+                for m in request["messages"] if m["role"] == "user"
+                for part in (m["content"] if isinstance(m["content"], list) else [m["content"]])]  # fmt: skip
+        assert answered in said
+        cut = next(m for m in said if m.startswith("Summarise this log: "))
+        assert len(cut) <= 1000 and cut.endswith("THE END") and "this message got no answer" in cut
+    assert pasted in agent.workspace.vault.get("session", first.session).body  # the session file keeps it whole

@@ -200,7 +200,7 @@ def test_context_window_exceeded_is_its_own_error_and_says_what_to_do(scripted: 
     with pytest.raises(ContextTooLong) as caught:
         make_llm().complete("chat", USER)
     assert caught.value.message.startswith("what this message sends does not fit scripted/test's context window")
-    assert "Shorten the message, or start a new session" in caught.value.message
+    assert "Shorten the message or send it in parts (the session keeps it" in caught.value.message
     assert "set chat.context_tokens below 6000 in sentient.yaml" in caught.value.message
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sentient.agent import compaction
 from sentient.agent.context import Background, HeldCall, ToolContext, memory_allowed
-from sentient.agent.loop import CallRecord, Message, run_loop
+from sentient.agent.loop import CallRecord, Message, cut_middle, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.config import CHARS_PER_TOKEN, is_local
 from sentient.errors import NotFound, SentientError, TooLong
@@ -95,13 +95,22 @@ def holds_memory(block: str) -> bool:
 
 
 def history(
-    messages: tuple[transcript.Message, ...], limit: int = HISTORY_MESSAGES, *, memory_allowed: bool = True
+    messages: tuple[transcript.Message, ...],
+    limit: int = HISTORY_MESSAGES,
+    *,
+    memory_allowed: bool = True,
+    unanswered: int | None = None,
 ) -> list[Message]:
     """What the model sees of earlier turns: what the person and the agent said (and system
     messages a client sent along), with the latest knowledge block as the synthetic first part
     of the message that carried it. Tool calls and their results, helper runs and the reader's
     answers are never replayed. In a turn without memory a block that carries memory is left
-    out; the turn sends its own block, made without memory."""
+    out; the turn sends its own block, made without memory.
+
+    A message of the person's that got no answer (its turn failed: too long for the model, say)
+    shows at most `unanswered` characters, its start and its end: kept whole, a message the
+    model refused would fail every later turn of its session too. The session file keeps it
+    whole."""
     shown: list[Message] = []
     block: str | None = None
     latest = max((n for n, m in enumerate(messages) if m.role == "knowledge"), default=-1)
@@ -112,10 +121,13 @@ def history(
         elif message.role == "system" and message.text.strip():
             shown.append({"role": "system", "content": message.text})
         elif message.role == "user" and message.text.strip():
+            said = message.text
+            if unanswered is not None and len(said) > unanswered and not _answered(messages, number):
+                said = cut_middle(said, unanswered, "this message got no answer; the session keeps it whole")
             if block is None:
-                shown.append({"role": "user", "content": message.text})
+                shown.append({"role": "user", "content": said})
             else:
-                parts = [{"type": "text", "text": block}, {"type": "text", "text": message.text}]
+                parts = [{"type": "text", "text": block}, {"type": "text", "text": said}]
                 shown.append({"role": "user", "content": parts})
                 block = None
         elif message.role == "assistant" and message.text.strip():
@@ -124,6 +136,17 @@ def history(
                 block = None
             shown.append({"role": "assistant", "content": message.text})
     return shown[-limit:]
+
+
+def _answered(messages: tuple[transcript.Message, ...], number: int) -> bool:
+    """Did the model answer the person's message at `number`: an answer or a tool call of the
+    agent's before the person's next message?"""
+    for message in messages[number + 1 :]:
+        if message.role in ("assistant", "tool"):
+            return True
+        if message.role == "user":
+            return False
+    return False
 
 
 def _text_of(content: Any) -> str:
@@ -364,7 +387,7 @@ class Agent:
         self.record(session, *said, meta=provenance() or None)
         messages: list[Message] = [
             {"role": "system", "content": system},
-            *history(before, memory_allowed=ctx.memory_allowed),
+            *history(before, memory_allowed=ctx.memory_allowed, unanswered=self.settings.result_chars),
             {"role": "user", "content": content},
         ]
 
@@ -429,7 +452,8 @@ class Agent:
         """Is the conversation over its budget? The knowledge block is not counted: compaction
         cannot shrink it, and it is delivered again after compacting anyway."""
         said = tuple(m for m in current.messages if m.role != "knowledge")
-        messages = [{"role": "system", "content": system}, *history(said), {"role": "user", "content": text}]
+        shown = history(said, unanswered=self.settings.result_chars)
+        messages = [{"role": "system", "content": system}, *shown, {"role": "user", "content": text}]
         budget = self.settings.context_budget
         rough = sum(len(str(m["content"])) for m in messages) // CHARS_PER_TOKEN
         if rough < budget // 2:  # far below: skip the exact (and slower) count
