@@ -199,18 +199,17 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
     flagged_any = unreadable_any = False
     for given, findings in _scanned(read_inputs(args.paths), workspace.judge.patterns):
         name, text = given.name, given.text
-        if given.error is not None:
-            unreadable_any = True
-            sys.stdout.flush()  # after what was printed of the inputs before it
-            print(f"error: {given.error}", file=sys.stderr)
-            continue
         if text is None:
             unreadable_any = True  # not judged: it must not pass for clean
-            if args.json:
-                print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": NOT_TEXT},
+            reason = given.error or given.not_text or BINARY
+            if args.json:  # one object for every input, read or not
+                print(json.dumps({"input": name, "flagged": False, "scanned": False, "reason": reason},
                                  ensure_ascii=False))
-            else:
-                print(f"{name}: {NOT_TEXT}, not scanned")
+            if given.error is not None:
+                sys.stdout.flush()  # after what was printed of the inputs before it
+                print(f"error: {given.error}", file=sys.stderr)
+            elif not args.json:
+                print(f"{name}: {reason}, not scanned")
             continue
         flagged_any = flagged_any or bool(findings)
         if args.json:
@@ -227,7 +226,7 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
     return 2 if unreadable_any else 1 if flagged_any else 0
 
 
-NOT_TEXT = "not text (it holds binary data)"
+BINARY = "not text (it holds binary data)"
 # Inputs are read, then scanned in one batch (scan_many), then printed: at most this many, or
 # fewer holding SCANNED_CHARS characters. A batch that big is shared with helper processes,
 # and pays its fixed costs once for megabytes.
@@ -239,12 +238,13 @@ BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), 
 
 
 class Input(NamedTuple):
-    """One input of `sentient scan`: its text; None when it is not text (binary data) or, with
-    `error` saying why, when it could not be read."""
+    """One input of `sentient scan`: its text; None when it is not text (`not_text` says why:
+    binary data, or not UTF-8) or could not be read (`error` says why)."""
 
     name: str
     text: str | None
     error: str | None = None
+    not_text: str | None = None
 
 
 def _scanned(inputs: Iterator[Input], patterns: PatternSet) -> Iterator[tuple[Input, list[Finding]]]:
@@ -273,7 +273,8 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
     reason as its error, and the inputs after it are read all the same."""
     for raw in paths or ["-"]:
         if raw == "-":
-            yield Input("<stdin>", decode(sys.stdin.buffer.read()))
+            text, why = decode(sys.stdin.buffer.read())
+            yield Input("<stdin>", text, not_text=why)
             continue
         named = str(Path(raw))  # as the path is printed: "./notes/" is "notes", "./" is "."
         unlisted: list[OSError] = []
@@ -288,17 +289,19 @@ def read_inputs(paths: Sequence[str]) -> Iterator[Input]:
             except OSError as exc:
                 yield Input(file, None, f"{file}: cannot be read ({exc.strerror}); check the path and its permissions")
                 continue
-            text = decode(data)
-            if text is not None or file == named or Path(file).suffix == ".md":
-                yield Input(file, text)
+            text, why = decode(data)
+            # Binary files in a folder (images, say) are passed over; text that is not UTF-8 is not.
+            if why != BINARY or file == named or Path(file).suffix == ".md":
+                yield Input(file, text, not_text=why)
 
 
 def _files_in(folder: str, errors: list[OSError]) -> list[str]:
     """The files under a folder but in .git and .sentient, named as pathlib joins them (no "./"
     in front) and in the order of their paths' parts (as pathlib sorts them); the folders it
-    cannot list go to `errors`, in that order too. Symbolic links to files count, links to
-    folders are not followed (as os.walk). Strings and os.scandir, not Path objects: for a
-    folder of thousands of notes that was a third of `sentient scan`'s reading."""
+    cannot list go to `errors`, in that order too. Symbolic links to files count (and links to
+    nothing, which then cannot be read), links to folders are not followed (as os.walk).
+    Strings and os.scandir, not Path objects: for a folder of thousands of notes that was a
+    third of `sentient scan`'s reading."""
     found: list[tuple[str, ...]] = []
     folders: list[tuple[str, ...]] = [()]  # to list, the next one last
     while folders:
@@ -315,7 +318,7 @@ def _files_in(folder: str, errors: list[OSError]) -> list[str]:
                 if entry.is_dir():
                     if entry.name not in (".git", ".sentient") and not entry.is_symlink():
                         folders.append((*parts, entry.name))
-                elif entry.is_file():
+                elif entry.is_file() or entry.is_symlink():  # a link to nothing: reported, not passed over
                     found.append((*parts, entry.name))
             except OSError:  # gone since it was listed
                 continue
@@ -325,14 +328,25 @@ def _files_in(folder: str, errors: list[OSError]) -> list[str]:
     return [os.path.join(folder, *parts) for parts in found]
 
 
-def decode(data: bytes) -> str | None:
-    """The text of a file's bytes: by its byte-order mark (UTF-8, UTF-16 or UTF-32), else as
-    UTF-8, what is not UTF-8 replaced by U+FFFD; None for binary data (a NUL, without a mark
-    that explains it)."""
-    for bom, codec in BOMS:
+def decode(data: bytes) -> tuple[str | None, str | None]:
+    """(the text of a file's bytes, None) by its byte-order mark (UTF-8, UTF-16 or UTF-32), else
+    as UTF-8; (None, why not) for binary data (a NUL, without a mark that explains it) and for
+    bytes that are not text in that encoding. Nothing is replaced by U+FFFD to be scanned: a
+    byte of another encoding can hide an instruction ("ig\\xadnore", a Latin-1 soft hyphen)."""
+    codec, start = "utf-8", 0
+    for bom, named in BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(codec, errors="replace")
-    return None if b"\x00" in data else data.decode("utf-8", errors="replace")
+            codec, start = named, len(bom)
+            break
+    else:
+        if b"\x00" in data:
+            return None, BINARY
+    try:
+        return data[start:].decode(codec), None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start : exc.start + 1].hex().upper()
+        name = codec.removesuffix("-le").removesuffix("-be").upper()
+        return None, f"not {name} text (byte {start + exc.start:,} is 0x{byte}; re-save it as UTF-8)"
 
 
 def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
