@@ -735,3 +735,14 @@ def test_a_tab_after_a_key_reads_as_a_space(vault: Vault) -> None:
     assert vault.get("memory", "tabbed").meta["category"] == "misc"
     vault.update("memory", "tabbed", {"scope": "global"})
     assert "category:\tmisc\n" in path.read_text()  # the person's line is kept as written
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_note_saved_as_utf16_or_utf32_is_named_so_with_the_fix(
+    make_vault: Callable[[str], Path], encoding: str
+) -> None:
+    vault = open_fixture(make_vault, "basic")
+    (vault.root / "memory/notepad.md").write_bytes("---\ntitle: From Notepad\n---\n\nhello\n".encode(encoding))
+    problems = {p.path.relative_to(vault.root).as_posix(): p for p in vault.scan().problems}
+    assert problems["memory/notepad.md"].reason == f"is {encoding.upper()} text, not UTF-8"
+    assert problems["memory/notepad.md"].fix == "Re-save it as UTF-8 in your editor"

@@ -651,6 +651,9 @@ def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], m
     except OSError as exc:
         raise BadFile(path, f"cannot be read ({exc.strerror})", "Check the file's permissions") from None
     if b"\x00" in data:
+        for mark, encoding in _WIDE_MARKS:  # a note saved as "Unicode" (Windows Notepad): text, but not UTF-8
+            if data.startswith(mark):
+                raise BadFile(path, f"is {encoding} text, not UTF-8", "Re-save it as UTF-8 in your editor")
         raise BadFile(path, "is a binary file, not markdown", "Move it out of the vault's document folders")
     try:
         text = data.decode("utf-8")
@@ -661,6 +664,12 @@ def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], m
             "Re-save it as UTF-8 in your editor",
         ) from None
     return parse(text, kind=kind, key=key, path=path, fields=fields, file_hash=bytes_hash(data))
+
+
+# Byte-order marks of the encodings whose text holds NUL bytes (UTF-32's first: its little-endian
+# one begins with UTF-16's).
+_WIDE_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+               (b"\xfe\xff", "UTF-16"))
 
 
 # --- Atomic, conditional writes ---------------------------------------------------------
