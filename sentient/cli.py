@@ -361,8 +361,9 @@ def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
         if entry.flagged:
             state = "allowed at this revision" if entry.allowed else "flagged, withheld from the model"
             print(f"    {state}: {', '.join(entry.patterns)}  ({entry.path})")
-    flagged = sum(e.withheld for e in entries)
-    print(f"{len(entries)} entries" + (f", {flagged} flagged (see `sentient memory show ID`)" if flagged else ""))
+    flagged, withheld = sum(e.flagged for e in entries), sum(e.withheld for e in entries)
+    print(f"{len(entries)} entries" + (f", {flagged} flagged ({withheld} withheld from the model, {flagged - withheld} "
+                                       "allowed by you; see `sentient memory show ID`)" if flagged else ""))
     return _not_listed(workspace)
 
 
@@ -474,6 +475,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def bind(args: argparse.Namespace, settings: Settings) -> socket.socket:
+    """The socket `serve` listens on, opened before the vault and its patterns load: a bad host
+    or port, or one in use, is the first error (and the address printed is the real one)."""
+    return listen(args.host or settings.api.host, settings.api.port if args.port is None else args.port)
+
+
 def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
     import uvicorn
 
@@ -482,8 +489,7 @@ def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
 
     settings = workspace.settings
     host = args.host or settings.api.host
-    port = settings.api.port if args.port is None else args.port
-    sock = listen(host, port)  # bound before anything is printed, so the address shown is the real one
+    sock: socket.socket = args.socket  # bound by `run` before anything else (see `bind`)
     port = sock.getsockname()[1]
     if host not in LOOPBACK:
         print(f"warning: listening on {host}, not only this machine: anyone who can reach it and has the "
@@ -731,7 +737,10 @@ def run(argv: list[str]) -> int:
         handler: Command = args.handler
         if args.command == "scan" and any(os.path.isdir(path) for path in args.paths):
             parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
-        with open_workspace(settings) as workspace:
+        if args.command != "serve":
+            with open_workspace(settings) as workspace:
+                return handler(args, workspace)
+        with bind(args, settings) as args.socket, open_workspace(settings) as workspace:
             return handler(args, workspace)
     except SentientError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

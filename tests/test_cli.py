@@ -21,7 +21,7 @@ import pytest
 import sentient.cli as cli_module
 from sentient import __version__
 from sentient.cli import main
-from tests.agent_support import http_server, refusing_model
+from tests.agent_support import configure, http_server, refusing_model
 from tests.scripted import Scripted
 
 GIT = shutil.which("git")
@@ -577,6 +577,15 @@ def test_serve_refuses_a_bad_port_before_printing_an_address(
 ) -> None:
     vault = make_vault("basic")
     assert run(capsys, "--vault", str(vault), "serve", "--port", port) == (2, "", f"error: {message}\n")
+
+
+def test_serve_refuses_a_bad_port_before_it_reads_the_vaults_patterns(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    vault = make_vault("basic")
+    configure(vault, threats={"patterns": [{"id": "broken", "class": "override", "description": "x", "regex": "("}]})
+    message = "error: --port 70000: a port is 1-65535, or 0 for any free port\n"
+    assert run(capsys, "--vault", str(vault), "serve", "--port", "70000") == (2, "", message)
 
 
 def test_serve_refuses_a_bad_host_or_a_port_in_use_before_printing_an_address(

@@ -258,6 +258,10 @@ def test_memory_allow_from_the_cli(make_vault: Callable[[str], Path], capsys: py
     main(["--vault", str(vault), "memory", "list"])
     out = capsys.readouterr().out
     assert "~ vendor-contact" in out and "allowed at this revision" in out
+    flagged = sum(line.startswith(("! ", "~ ")) for line in out.splitlines())
+    withheld = sum(line.startswith("! ") for line in out.splitlines())
+    assert out.splitlines()[-1].endswith(f", {flagged} flagged ({withheld} withheld from the model, "
+                                         f"{flagged - withheld} allowed by you; see `sentient memory show ID`)")
 
 
 def test_scan_command_judges_files_and_folders(

@@ -526,6 +526,7 @@ def test_extra_patterns_are_added_and_change_the_fingerprint(patterns: PatternSe
         ({"id": "My Phrase"}, "'id' must be kebab-case"),
         ({"class": "overide"}, "'class' must be one of override, identity"),
         ({"description": ""}, "'description' is missing"),
+        ({"description": ["d", "e"]}, "'description' must be one line of text, not ['d', 'e']"),
         ({"regex": []}, "'regex' must be a regular expression or a list"),
         ({"regex": "x*"}, "matches empty text"),
         ({"regex": "(?-i:Pineapple) protocol"}, "set 'case_sensitive: true'"),

@@ -268,7 +268,9 @@ def _compile(where: str, item: Any) -> Pattern:
     if class_ not in CLASSES:
         raise ConfigError(f"{name}: 'class' must be one of {', '.join(CLASSES)}, not {class_!r}")
     description = item.get("description")
-    if not isinstance(description, str) or not description.strip():
+    if description is not None and not isinstance(description, str):
+        raise ConfigError(f"{name}: 'description' must be one line of text, not {description!r}")
+    if description is None or not description.strip():
         raise ConfigError(f"{name}: 'description' is missing; add one line saying what the pattern catches")
     view = item.get("view", "flat")
     if view not in VIEWS:
