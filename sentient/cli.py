@@ -318,8 +318,8 @@ def _files_in(folder: str, errors: list[OSError]) -> list[str]:
                 if entry.is_dir():
                     if entry.name not in (".git", ".sentient") and not entry.is_symlink():
                         folders.append((*parts, entry.name))
-                elif entry.is_file() or entry.is_symlink():  # a link to nothing: reported, not passed over
-                    found.append((*parts, entry.name))
+                elif entry.is_file() or (entry.is_symlink() and not os.path.exists(entry.path)):
+                    found.append((*parts, entry.name))  # a link to nothing: reported, not passed over
             except OSError:  # gone since it was listed
                 continue
     found.sort()
@@ -467,6 +467,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen(socket.SOMAXCONN)  # now: until it listens, a second server could bind the same port
     except OSError as exc:
         sock.close()
         fix = "choose another --port, or stop what listens there" if exc.errno == errno.EADDRINUSE else \

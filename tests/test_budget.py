@@ -240,5 +240,32 @@ def test_a_message_the_model_refused_as_too_long_is_kept_and_later_messages_carr
                 for part in (m["content"] if isinstance(m["content"], list) else [m["content"]])]  # fmt: skip
         assert answered in said
         cut = next(m for m in said if m.startswith("Summarise this log: "))
-        assert len(cut) <= 1000 and cut.endswith("THE END") and "this message got no answer" in cut
-    assert pasted in agent.workspace.vault.get("session", first.session).body  # the session file keeps it whole
+        assert len(cut) <= 1000 and cut.endswith("THE END") and "the message was too long for the model" in cut
+    kept = agent.workspace.vault.get("session", first.session).body
+    assert pasted in kept  # the session file keeps it whole, and says why later turns do not send it so
+    assert "\n## refused · " in kept and "The model refused this turn as too long" in kept
+
+
+def test_a_long_message_whose_turn_failed_otherwise_or_a_clients_own_history_is_sent_whole(
+    basic: Path, scripted: Scripted
+) -> None:
+    from sentient.agent.turn import history
+    from sentient.llm import LLMUnavailable
+    from sentient.llm.client import DEFAULT_RETRIES
+    from sentient.vault.transcript import Message
+
+    configure(basic, chat={"context_tokens": 1000})
+    agent = agent_on(basic)
+    document = "Clause 1: tea. " * 80 + "Clause 99: biscuits."  # 1,220 characters
+    scripted.queue(text("Noted."))
+    first = agent.turn("Hello")
+    for _ in range(DEFAULT_RETRIES + 1):  # unreachable, each try: not a refusal of its length
+        scripted.fail()
+    with pytest.raises(LLMUnavailable):
+        agent.turn(document, session=first.session)
+    scripted.queue(text("Clause 99 is about biscuits."))
+    agent.turn("Please try again: what does clause 99 say?", session=first.session)
+    assert any(m["content"] == document for m in scripted.requests[-1]["messages"] if m["role"] == "user")
+    # A /v1 client's history may hold two messages of the person's in a row: neither is cut.
+    sent = history((Message("user", "t", document), Message("user", "t", "What does clause 99 say?")), refused=100)
+    assert [m["content"] for m in sent] == [document, "What does clause 99 say?"]

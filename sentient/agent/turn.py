@@ -23,7 +23,7 @@ from sentient.agent.tools import ToolRegistry
 from sentient.config import CHARS_PER_TOKEN, is_local
 from sentient.errors import NotFound, SentientError, TooLong
 from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
-from sentient.llm import LLM
+from sentient.llm import LLM, ContextTooLong
 from sentient.prompts import Prompts
 from sentient.tools import build_registry
 from sentient.tools.memory import relevant_memories
@@ -34,6 +34,8 @@ from sentient.vault.store import iso, utc_now
 from sentient.workspace import Workspace
 
 HISTORY_MESSAGES = 40
+# The role of the note a turn leaves when the model refused its message as too long (see history).
+REFUSED = "refused"
 log = logging.getLogger(__name__)
 INCOGNITO_PREFIX = "incognito-"
 
@@ -99,7 +101,7 @@ def history(
     limit: int = HISTORY_MESSAGES,
     *,
     memory_allowed: bool = True,
-    unanswered: int | None = None,
+    refused: int | None = None,
 ) -> list[Message]:
     """What the model sees of earlier turns: what the person and the agent said (and system
     messages a client sent along), with the latest knowledge block as the synthetic first part
@@ -107,13 +109,13 @@ def history(
     answers are never replayed. In a turn without memory a block that carries memory is left
     out; the turn sends its own block, made without memory.
 
-    A message of the person's that got no answer (its turn failed: too long for the model, say)
-    shows at most `unanswered` characters, its start and its end: kept whole, a message the
-    model refused would fail every later turn of its session too. The session file keeps it
-    whole."""
+    A message of the person's the model refused as too long (a `refused` message follows it in
+    its turn) shows at most `refused` characters, its start and its end: sent whole, it would
+    fail every later turn of its session too. The session file keeps it whole."""
     shown: list[Message] = []
     block: str | None = None
     latest = max((n for n, m in enumerate(messages) if m.role == "knowledge"), default=-1)
+    too_long = _refused(messages) if refused is not None else set()
     for number, message in enumerate(messages):
         if message.role == "knowledge":
             fresh = number == latest and (memory_allowed or not holds_memory(message.text))
@@ -122,8 +124,8 @@ def history(
             shown.append({"role": "system", "content": message.text})
         elif message.role == "user" and message.text.strip():
             said = message.text
-            if unanswered is not None and len(said) > unanswered and not _answered(messages, number):
-                said = cut_middle(said, unanswered, "this message got no answer; the session keeps it whole")
+            if number in too_long and refused is not None:
+                said = cut_middle(said, refused, "the message was too long for the model")
             if block is None:
                 shown.append({"role": "user", "content": said})
             else:
@@ -138,15 +140,16 @@ def history(
     return shown[-limit:]
 
 
-def _answered(messages: tuple[transcript.Message, ...], number: int) -> bool:
-    """Did the model answer the person's message at `number`: an answer or a tool call of the
-    agent's before the person's next message?"""
-    for message in messages[number + 1 :]:
-        if message.role in ("assistant", "tool"):
-            return True
+def _refused(messages: tuple[transcript.Message, ...]) -> set[int]:
+    """The numbers of the person's messages whose turn the model refused as too long."""
+    found: set[int] = set()
+    last: int | None = None
+    for number, message in enumerate(messages):
         if message.role == "user":
-            return False
-    return False
+            last = number
+        elif message.role == REFUSED and last is not None:
+            found.add(last)
+    return found
 
 
 def _text_of(content: Any) -> str:
@@ -387,7 +390,7 @@ class Agent:
         self.record(session, *said, meta=provenance() or None)
         messages: list[Message] = [
             {"role": "system", "content": system},
-            *history(before, memory_allowed=ctx.memory_allowed, unanswered=self.settings.result_chars),
+            *history(before, memory_allowed=ctx.memory_allowed, refused=self.settings.result_chars),
             {"role": "user", "content": content},
         ]
 
@@ -399,16 +402,24 @@ class Agent:
                 pending = None
             self.record(session, to_transcript(message, iso(self.clock())), meta=accepted or None)
 
-        result = run_loop(
-            self.llm,
-            "chat",
-            messages,
-            self.registry.offered(ctx),
-            ctx,
-            tool_choice=tool_choice,
-            on_message=on_message,
-            on_text=on_text,
-        )
+        try:
+            result = run_loop(
+                self.llm,
+                "chat",
+                messages,
+                self.registry.offered(ctx),
+                ctx,
+                tool_choice=tool_choice,
+                on_message=on_message,
+                on_text=on_text,
+            )
+        except ContextTooLong as exc:  # noted, so that later turns send only the message's start and end
+            note = f"The model refused this turn as too long for its context window: {exc.message}"
+            try:
+                self.record(session, transcript.Message(REFUSED, iso(self.clock()), note))
+            except SentientError as failed:  # the refusal is what the person must hear about
+                log.warning("session %s: the refusal was not noted: %s", session, failed.message)
+            raise
         return TurnResult(
             session,
             result.text,
@@ -452,7 +463,7 @@ class Agent:
         """Is the conversation over its budget? The knowledge block is not counted: compaction
         cannot shrink it, and it is delivered again after compacting anyway."""
         said = tuple(m for m in current.messages if m.role != "knowledge")
-        shown = history(said, unanswered=self.settings.result_chars)
+        shown = history(said, refused=self.settings.result_chars)
         messages = [{"role": "system", "content": system}, *shown, {"role": "user", "content": text}]
         budget = self.settings.context_budget
         rough = sum(len(str(m["content"])) for m in messages) // CHARS_PER_TOKEN

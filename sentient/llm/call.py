@@ -75,8 +75,8 @@ class _Call:
         if isinstance(exc, litellm.ContextWindowExceededError):
             return ContextTooLong(
                 f"what this message sends does not fit {model}'s context window ({detail}). Shorten the message or "
-                "send it in parts (the session keeps it, and later messages carry only its start and end, as it got "
-                "no answer), or unpin a long note; if "
+                "send it in parts (the session keeps it, and later messages carry only its start and end), or unpin a "
+                "long note; if "
                 f"short messages fail too, set chat.context_tokens below {self.budget} in sentient.yaml, the budget "
                 "that bounds what a message carries (docs/configuration.md)"
             )
