@@ -81,9 +81,11 @@ NOTES = [
     "expressions 5%; nothing dominant. Tried and dropped: views of one byte a character for texts whose only "
     "characters past Latin-1 are letters and symbols without case (placeholders of the same classes): the views "
     "of 62% of the files became one byte a character, and `scan()` ran 0.93-1.08x as fast, as the raw view and "
-    "its non-ASCII runs stay wide. The run before the table's (11:28 UTC at bed58df, a reviewer's tests running beside it): notes in "
-    "batches alone 21.7 MB/s, with the helper 23.3; 4 KB files by `scan()` 18.0, in batches alone 17.7, with "
-    "the helper 28.6; one long text 9.7; `sentient scan FOLDER` 8.9, on three times the text 20.8.",
+    "its non-ASCII runs stay wide. Runs of this bench this round before the table's: 11:28 UTC at bed58df (a "
+    "reviewer's tests running beside it), 11:36 at 35c37a4 and 11:39 at c5fd9b1 (the machine quiet): notes in "
+    "batches alone 21.7, 21.6 and 22.0 MB/s, with the helper 23.3, 27.1 and 23.2; 4 KB files by `scan()` 18.0, "
+    "22.5 and 18.4, in batches alone 17.7, 22.5 and 16.6, with the helper 28.6, 40.0 and 32.8; one long text 9.7, "
+    "11.8 and 11.9; `sentient scan FOLDER` 8.9, 14.8 and 14.8, on three times the text 20.8, 20.9 and 21.2.",
     "- **The round before (2026-12-02, fourth session): pattern set 6.** `hidden-invisible-chars`, the one pattern on "
     "the raw view, is case-sensitive: its expressions hold no letter, and a text with an invisible character (an "
     "emoji's variation selector is one) had its raw view lower-cased only for it. 4 KB files by `scan()`, old and "
