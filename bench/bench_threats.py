@@ -60,7 +60,9 @@ NOTES = [
     "the note holds (the µs a call in its row): that is the cost of one memory write, and why that row's MB/s "
     "is low. The long-text row is one 20 MB string with an emoji in it, which Python stores four bytes a "
     "character; no vault entry is like it.",
-    "- **This round (2026-12-02, fifth session): `sentient scan` of a folder.** Its phases on the 20 MB folder, "
+    "- **This round (2026-12-02, fifth session): `sentient scan` of a folder.** This round ran on another "
+    "machine (AMD EPYC; the rounds before ran on an Intel Xeon), so compare its rows with each other, not with "
+    "theirs. Its phases on the 20 MB folder, "
     "timed in one process: importing 0.37 s, reading the 4,800 files 0.21-0.26 s (a third of it pathlib: Path "
     "objects made, compared to sort, turned back into strings), loading the patterns 0.1 s, scanning 0.62-0.72 s. "
     "Its helper, started once the patterns had loaded, was ready at about 0.7 s, and a batch took only ready "
