@@ -3,6 +3,7 @@ long pages, plans, histories and memory indexes are cut or taken in slices, and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -269,3 +270,52 @@ def test_a_long_message_whose_turn_failed_otherwise_or_a_clients_own_history_is_
     # A /v1 client's history may hold two messages of the person's in a row: neither is cut.
     sent = history((Message("user", "t", document), Message("user", "t", "What does clause 99 say?")), refused=100)
     assert [m["content"] for m in sent] == [document, "What does clause 99 say?"]
+
+
+class _SmallWindow(BaseHTTPRequestHandler):
+    """An OpenAI-compatible model with a window of 20,000 characters: longer requests get the
+    400 `context_length_exceeded` OpenAI answers with."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        size = sum(len(json.dumps(message.get("content"))) for message in body["messages"])
+        if size > 20_000:
+            error = {"message": f"This model's maximum context length is 5000 tokens. However, your messages "
+                                f"resulted in {size // 4} tokens.", "type": "invalid_request_error",
+                     "code": "context_length_exceeded"}  # fmt: skip
+            self._answer(400, {"error": error})
+            return
+        message = {"role": "assistant", "content": f"I read {size:,} characters."}
+        self._answer(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "small",
+                           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
+
+    def _answer(self, status: int, value: dict[str, Any]) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_real_providers_too_long_answer_is_a_refusal_the_session_recovers_from(
+    basic: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sentient.llm import ContextTooLong
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with http_server(_SmallWindow) as base:
+        configure(basic, models={"chat": {"model": "openai/small", "api_base": f"{base}/v1"}})
+        agent = agent_on(basic, {"SENTIENT_MODEL": "openai/small"})
+        first = agent.turn("hello")
+        with pytest.raises(ContextTooLong, match="maximum context length is 5000 tokens"):
+            agent.turn("Summarise: " + "log line 200 OK " * 3000, session=first.session)
+        later = agent.turn("In parts, then?", session=first.session)  # its history carries the refused one cut
+    assert later.text.startswith("I read ")
+    roles = [line.split(" · ")[0] for line in agent.workspace.vault.get("session", first.session).body.splitlines()
+             if line.startswith("## ")]  # fmt: skip
+    assert roles == ["## knowledge", "## user", "## assistant", "## user", "## refused", "## user", "## assistant"]
