@@ -518,6 +518,31 @@ def test_a_title_or_skill_name_of_more_than_one_line_is_refused_to_the_model(bas
     assert sorted(p.relative_to(basic) for p in basic.rglob("*.md") if "sessions" not in p.parts) == before
 
 
+def test_skill_save_never_changes_the_persons_skill_and_updates_its_own(basic: Path, scripted: Scripted) -> None:
+    theirs = basic / "skills" / "packing-list.md"
+    theirs.write_text("---\ntitle: Packing list\n---\n\n1. Passport.\n2. Charger.\n", encoding="utf-8")  # by hand
+    agent = agent_on(basic)
+    scripted.queue(
+        call("skill_save", name="Packing list", steps="{{"),  # a small model's junk, under the person's name
+        text("saved"),
+        call("skill_save", name="Packing list", steps="1. Passport.\n2. Charger.\n3. Umbrella."),
+        text("updated"),
+        call("skill_save", name="Weekly review", steps="1. Open the calendar."),  # its own, from a session
+        text("updated"),
+    )
+    agent.turn("Save that as a skill")
+    agent.turn("Improve the skill")
+    agent.turn("And the weekly review")
+    results = [m["content"] for r in scripted.requests for m in r["messages"] if m.get("role") == "tool"]
+    beside = "beside the person's skill packing-list, which is left as it is."
+    assert results[0] == f"Saved skill packing-list-2, {beside}"
+    assert f"Updated skill packing-list-2, {beside}" in results  # its own, saved a moment ago: not a third copy
+    assert "Updated skill weekly-review." in results
+    assert theirs.read_text(encoding="utf-8").endswith("1. Passport.\n2. Charger.\n")
+    assert "3. Umbrella." in (basic / "skills" / "packing-list-2.md").read_text(encoding="utf-8")
+    assert not (basic / "skills" / "packing-list-3.md").exists()
+
+
 def test_a_chat_cannot_pin_a_note_that_does_not_exist_and_its_title_is_one_line(basic: Path) -> None:
     agent = agent_on(basic)
     with pytest.raises(NotFound, match="there is no plan 'nope' to pin"):

@@ -217,9 +217,9 @@ def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
     return f"{shown(ctx, [entry], body=text)}\n(part {part} of {parts} of memory {entry.id}; {after})"
 
 
-def _agents_own(doc: IndexedDoc) -> bool:
-    """An entry the agent wrote (from a session or a task) and nobody edited since: one it may
-    rewrite. A person's entry, or one they edited, is never overwritten by the model."""
+def agents_own(doc: IndexedDoc) -> bool:
+    """A document the agent wrote (from a session or a task) and nobody edited since: one it may
+    rewrite. A person's, or one they edited, is never overwritten by the model."""
     source = doc.meta.get("source")
     return isinstance(source, str) and source.startswith(("session:", "task:")) and not doc.edited_outside
 
@@ -265,9 +265,9 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
     similar, titled = _same_entry(workspace, title, text)
-    if similar is not None and not _agents_own(similar):
+    if similar is not None and not agents_own(similar):
         return f"Already remembered: memory {similar.key} says this."
-    existing = similar or (titled if titled is not None and _agents_own(titled) else None)
+    existing = similar or (titled if titled is not None and agents_own(titled) else None)
     if existing is not None:
         document = workspace.vault.update("memory", existing.key, meta, body)
         verb = "Updated"

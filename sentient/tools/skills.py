@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
+from sentient.tools.memory import agents_own
 from sentient.vault.document import slugify
 
 
 @tool(risk="write")
 def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
-    """Save a procedure you worked out, so it can be reused later.
+    """Save a procedure you worked out, so it can be reused later. Saving one of your own
+    skills again under its name updates it; a skill the person wrote or edited is never changed.
 
     Args:
         name: a short name for the procedure.
@@ -20,13 +22,22 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
     if len(name.strip().splitlines()) > 1:
         raise ToolRefused("name must be one line; put the rest in steps")
     workspace = ctx.agent.workspace
-    key = slugify(name, "skill")
     meta = {"title": name.strip(), "source": ctx.source, "untrusted": ctx.untrusted}
-    if workspace.vault.locate("skill", key) is not None:
-        document = workspace.vault.update("skill", key, meta, steps.strip() + "\n")
-        verb = "Updated"
+    body = steps.strip() + "\n"
+    named = slugify(name, "skill")
+    key, number = named, 1
+    while workspace.vault.locate("skill", key) is not None:  # name, name-2, ...: the first free or its own
+        indexed = workspace.index.get("skill", key)
+        if indexed is not None and agents_own(indexed):
+            document = workspace.vault.update("skill", key, meta, body)
+            verb = "Updated"
+            break
+        number += 1  # the person's (or edited by them): their text is never replaced by the model's
+        key = f"{named[:75]}-{number}"
     else:
-        document = workspace.vault.create("skill", key, meta, steps.strip() + "\n")
+        document = workspace.vault.create("skill", key, meta, body)
         verb = "Saved"
     workspace.index.update(document.path)
+    if key != named:
+        return f"{verb} skill {key}, beside the person's skill {named}, which is left as it is."
     return f"{verb} skill {key}."
