@@ -547,3 +547,22 @@ def test_memory_remember_never_replaces_what_the_person_wrote(
     assert answers[1] == f"Already remembered: memory {mine.id} says this."
     saved = [e for e in list_entries(agent.workspace) if e.title == "Tea"]
     assert sorted(e.body.strip() for e in saved) == ["Green tea with cardamom, no sugar.", "Likes black tea."]
+
+
+def test_memory_remember_updates_its_own_entry_unless_the_person_edited_it_meanwhile(
+        make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    from sentient.tools.memory import memory_remember
+
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    session = agent.new_session()
+    ctx = agent.context(incognito=False, channel="chat", session=session)
+    assert memory_remember.call(ctx, {"title": "Tea", "text": "Likes black tea."}) == "Saved memory tea."
+    assert memory_remember.call(ctx, {"title": "Tea", "text": "Likes green tea now."}) == "Updated memory tea."
+    path = vault / "memory" / "tea.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("green tea now", "green tea, said I"), encoding="utf-8")
+    # The index has not seen that edit yet (no sync): the entry still looks like the agent's own, but
+    # the write is conditional on what was checked, so the person's edit stays and a new entry is made.
+    answer = memory_remember.call(ctx, {"title": "Tea", "text": "Likes oolong."})
+    assert answer == "Saved memory tea-2."
+    assert "green tea, said I" in path.read_text(encoding="utf-8")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
+from sentient.errors import Conflict
 from sentient.index import IndexedDoc
 from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
@@ -268,10 +269,14 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     if similar is not None and not agents_own(similar):
         return f"Already remembered: memory {similar.key} says this."
     existing = similar or (titled if titled is not None and agents_own(titled) else None)
+    document = None
     if existing is not None:
-        document = workspace.vault.update("memory", existing.key, meta, body)
-        verb = "Updated"
-    else:  # new, or beside an entry the person wrote: their text is never replaced by the model's
+        try:  # as it was when found to be its own: an edit since makes it the person's
+            document = workspace.vault.update("memory", existing.key, meta, body, expected_revision=existing.revision)
+            verb = "Updated"
+        except Conflict:
+            pass
+    if document is None:  # new, or beside the person's entry: their text is never replaced by the model's
         document = workspace.vault.create("memory", free_id(workspace, title), meta, body)
         verb = "Saved"
     workspace.index.update(document.path)

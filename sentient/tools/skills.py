@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
+from sentient.errors import Conflict
 from sentient.tools.memory import agents_own
 from sentient.vault.document import slugify
 
@@ -29,9 +30,13 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
     while workspace.vault.locate("skill", key) is not None:  # name, name-2, ...: the first free or its own
         indexed = workspace.index.get("skill", key)
         if indexed is not None and agents_own(indexed):
-            document = workspace.vault.update("skill", key, meta, body)
-            verb = "Updated"
-            break
+            try:  # as it was when found to be its own: an edit since makes it the person's
+                document = workspace.vault.update("skill", key, meta, body, expected_revision=indexed.revision)
+            except Conflict:
+                pass
+            else:
+                verb = "Updated"
+                break
         number += 1  # the person's (or edited by them): their text is never replaced by the model's
         key = f"{named[:75]}-{number}"
     else:
