@@ -51,18 +51,22 @@ def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         thread.join()
 
 
+def respond(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str = "application/json") -> None:
+    """Answer a test server's request with `body`."""
+    handler.send_response(status)
+    handler.send_header("content-type", content_type)
+    handler.send_header("content-length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def refusing_model(status: int, error: str) -> type[BaseHTTPRequestHandler]:
     """A model server that answers every call with `status` and {"error": error}, at once."""
 
     class Refusing(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = json.dumps({"error": error}).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            respond(self, status, json.dumps({"error": error}).encode())
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -15,7 +15,7 @@ from sentient.chat import repl
 from sentient.cli import main
 from sentient.memory import create_entry
 from sentient.tasks.executor import run_task
-from tests.agent_support import agent_on, configure, http_server
+from tests.agent_support import agent_on, configure, http_server, respond
 from tests.scripted import Scripted, call, calls, text
 
 PAGE_WORDS = 20_000
@@ -24,12 +24,7 @@ PAGE_WORDS = 20_000
 class _LongPage(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         page = "<html><body><p>" + "The tide tables say high water at noon. " * PAGE_WORDS + "</p></body></html>"
-        body = page.encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        respond(self, 200, page.encode(), "text/html")
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -283,20 +278,13 @@ class _SmallWindow(BaseHTTPRequestHandler):
             error = {"message": f"This model's maximum context length is 5000 tokens. However, your messages "
                                 f"resulted in {size // 4} tokens.", "type": "invalid_request_error",
                      "code": "context_length_exceeded"}  # fmt: skip
-            self._answer(400, {"error": error})
+            respond(self, 400, json.dumps({"error": error}).encode())
             return
         message = {"role": "assistant", "content": f"I read {size:,} characters."}
-        self._answer(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "small",
-                           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
-
-    def _answer(self, status: int, value: dict[str, Any]) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        respond(self, 200, json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "small",
+                                       "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                                       "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                                 "total_tokens": 2}}).encode())  # fmt: skip
 
     def log_message(self, format: str, *args: object) -> None:
         pass
