@@ -27,7 +27,7 @@ except ImportError:  # not on every platform; the chat works without line editin
 
 from sentient import __version__
 from sentient.config import NoVaultHere, Settings, load_settings
-from sentient.errors import SentientError
+from sentient.errors import ConfigError, SentientError
 from sentient.threats import Finding, PatternSet, parallel, scan_many
 from sentient.vault.document import Document
 from sentient.vault.kinds import KINDS, one_line
@@ -142,11 +142,27 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     return 0
 
 
+def _doctors_patterns(settings: Settings) -> tuple[PatternSet | None, str | None]:
+    """(the shipped set, why the vault's own do not load) when they do not, else (None, None):
+    doctor reports a broken pattern as one problem and still examines everything else."""
+    from sentient.workspace import load_patterns
+    try:
+        load_patterns(settings)
+    except ConfigError as exc:
+        return PatternSet.load(), exc.message
+    return None, None
+
+
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.doctor import allow_command, examine
     from sentient.llm import LLM
     from sentient.record import record, stale
-    if args.record:
+    broken = getattr(args, "patterns_error", None)
+    if broken:
+        print(f"error: the vault's own threat patterns do not load: {broken}\n"
+              "      until they do, `sentient serve` refuses to start, and this report judges with the "
+              "shipped patterns alone" + (" (so --record writes nothing)" if args.record else ""), file=sys.stderr)
+    if args.record and not broken:
         recorded = record(workspace)
         print(f"recorded the revision and judgment of {_plural(len(recorded.written), 'file')}")
         for path in recorded.written:
@@ -192,6 +208,8 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
         print(f"{_plural(edited, 'file')} edited outside Sentient: the revision and threat judgment in their "
               "frontmatter are out of date (harmless: the index has the current ones); "
               "`sentient doctor --record` writes the current ones in")
+    if broken:
+        return 2
     return 0 if diagnosis.healthy else 1
 
 
@@ -738,6 +756,10 @@ def run(argv: list[str]) -> int:
         handler: Command = args.handler
         if args.command == "scan" and any(os.path.isdir(path) for path in args.paths):
             parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
+        if args.command == "doctor":
+            args.patterns, args.patterns_error = _doctors_patterns(settings)
+            with open_workspace(settings, args.patterns) as workspace:
+                return handler(args, workspace)
         if args.command != "serve":
             with open_workspace(settings) as workspace:
                 return handler(args, workspace)

@@ -118,6 +118,7 @@ class VaultPatterns:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._seen = self._state(settings)
+        self.error: str | None = None  # why the files as they are now do not load (then the set before judges)
 
     def __call__(self) -> PatternSet | None:
         state = self._state(self._settings)
@@ -128,9 +129,12 @@ class VaultPatterns:
             settings = load_settings(self._settings.vault, {})  # threats: comes from the file alone
         except SentientError as error:
             log.warning("%s changed but does not load, so the threat patterns before are kept: %s", CONFIG_FILE, error)
+            self.error = f"{CONFIG_FILE} does not load, so the threat patterns before it changed judge: {error.message}"
             return None
         before, self._settings = self._settings.threats, settings
         if settings.threats == before and state[1] == seen[1]:
+            if self.error is not None and self.error.startswith(CONFIG_FILE):
+                self.error = None  # it loads again, and its patterns are those in use
             return None  # another setting changed: the patterns are as they were (no second of compiling)
         if settings.threats.file != before.file:  # watch the file it names now, loaded or not
             self._seen = self._state(settings)
@@ -138,8 +142,10 @@ class VaultPatterns:
             patterns = load_patterns(settings)
         except SentientError as error:
             log.warning("the threat patterns changed but do not load, so the ones before are kept: %s", error)
+            self.error = f"the vault's threat patterns do not load, so the ones before judge: {error.message}"
             return None
         log.info("threat patterns loaded again (%s)", patterns.label)
+        self.error = None
         return patterns
 
     @staticmethod
@@ -157,7 +163,9 @@ def _stat(path: Path | None) -> tuple[int, int] | None:
     return found.st_mtime_ns, found.st_size
 
 
-def open_workspace(settings: Settings) -> Workspace:
-    judge = ThreatJudge(load_patterns(settings), source=VaultPatterns(settings))
+def open_workspace(settings: Settings, patterns: PatternSet | None = None) -> Workspace:
+    """The vault with its index and judge; `patterns`: the set to judge with instead of the
+    vault's (doctor's, when the vault's own do not load)."""
+    judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
     return Workspace(settings, vault, judge)

@@ -164,6 +164,7 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "model": SCRIPTED,
         "unreadable_files": 0,
         "pattern_set": app_of(client).state.workspace.judge.patterns.label,
+        "pattern_problem": None,
     }
 
 

@@ -130,6 +130,25 @@ def test_doctor_on_a_missing_vault_is_a_clear_error(tmp_path: Path, capsys: pyte
     assert "sentient init" in err
 
 
+def test_doctor_reports_a_broken_vault_pattern_and_still_examines_the_rest(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    vault = make_vault("basic")
+    (vault / "pins" / "notes" / "sneaky.md").write_text(SNEAKY)
+    (vault / "my-patterns.yaml").write_text(
+        "- id: my-phrase\n  class: override\n  description: mine\n  regex: 'salmon (kibble'\n", encoding="utf-8")
+    with (vault / "sentient.yaml").open("a", encoding="utf-8") as config:
+        config.write("\nthreats:\n  file: my-patterns.yaml\n")
+    code, _, err = run(capsys, "--vault", str(vault), "memory", "list")
+    assert code == 2 and "my-patterns.yaml patterns[0] (id 'my-phrase'): 'regex' does not compile" in err
+    code, out, err = run(capsys, "--vault", str(vault), "doctor", "--no-models", "--record")
+    assert code == 2
+    assert err.startswith("error: the vault's own threat patterns do not load: ")
+    assert "'regex' does not compile" in err and "judges with the shipped patterns alone (so --record writes" in err
+    assert "memory entries" in out and "  ! pins/notes/sneaky.md" in out  # the rest, judged by the shipped set
+    assert "recorded the revision" not in out
+
+
 def test_bad_config_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "sentient.yaml").write_text("limits:\n  max_file_bytes: lots\n")
     code, _, err = run(capsys, "--vault", str(tmp_path), "doctor")

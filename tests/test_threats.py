@@ -525,6 +525,8 @@ def test_extra_patterns_are_added_and_change_the_fingerprint(patterns: PatternSe
         ({"id": None}, "'id' must be kebab-case"),
         ({"id": "My Phrase"}, "'id' must be kebab-case"),
         ({"class": "overide"}, "'class' must be one of override, identity"),
+        ({"class": None}, "'class' is missing; add one of override, identity"),
+        ({"regex": None}, "'regex' is missing; add the regular expression"),
         ({"description": ""}, "'description' is missing"),
         ({"description": ["d", "e"]}, "'description' must be one line of text, not ['d', 'e']"),
         ({"regex": []}, "'regex' must be a regular expression or a list"),
@@ -550,6 +552,10 @@ def test_an_unreadable_pattern_file_is_a_config_error(tmp_path: Path) -> None:
     broken.write_text("patterns: [\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid YAML"):
         PatternSet.load(extra_file=broken)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# patterns of my own, to come\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="empty.yaml: the file is empty; add a list of patterns"):
+        PatternSet.load(extra_file=empty)
 
 
 # --- judgments -------------------------------------------------------------------------------

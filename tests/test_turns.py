@@ -534,7 +534,7 @@ def test_skill_save_never_changes_the_persons_skill_and_updates_its_own(basic: P
     agent.turn("Improve the skill")
     agent.turn("And the weekly review")
     results = [m["content"] for r in scripted.requests for m in r["messages"] if m.get("role") == "tool"]
-    beside = "beside the person's skill packing-list, which is left as it is."
+    beside = "beside the skill packing-list, which is left as it is."
     assert results[0] == f"Saved skill packing-list-2, {beside}"
     assert f"Updated skill packing-list-2, {beside}" in results  # its own, saved a moment ago: not a third copy
     assert "Updated skill weekly-review." in results

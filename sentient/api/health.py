@@ -24,4 +24,5 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "model": agent.llm.model_name("chat"),
         "unreadable_files": len(problems),
         "pattern_set": workspace.judge.current().label,
+        "pattern_problem": workspace.judge.problem,
     }

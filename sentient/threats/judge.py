@@ -157,6 +157,13 @@ class ThreatJudge:
         self.reload()
         return self.patterns
 
+    @property
+    def problem(self) -> str | None:
+        """Why the patterns as the vault has them now do not judge (the set before does), if so."""
+        self.reload()
+        error = getattr(self._source, "error", None)
+        return error if isinstance(error, str) else None
+
     def reload(self) -> None:
         """Take the set `source` has, if it has a new one and it is time to ask (see __init__)."""
         if self._source is None or time.monotonic() < self._next_look:

@@ -172,6 +172,8 @@ class PatternSet:
         if extra_file is not None:
             loaded = _read_yaml(extra_file)
             items = loaded.get("patterns") if isinstance(loaded, dict) else loaded
+            if loaded is None:
+                raise ConfigError(f"{extra_file}: the file is empty; add a list of patterns (see docs/security.md)")
             if not isinstance(items, list):
                 raise ConfigError(
                     f"{extra_file}: expected a list of patterns (or 'patterns:' holding one). "
@@ -265,6 +267,8 @@ def _compile(where: str, item: Any) -> Pattern:
     if unknown:
         raise ConfigError(f"{name}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_PATTERN_KEYS))}")
     class_ = item.get("class")
+    if class_ is None:
+        raise ConfigError(f"{name}: 'class' is missing; add one of {', '.join(CLASSES)}")
     if class_ not in CLASSES:
         raise ConfigError(f"{name}: 'class' must be one of {', '.join(CLASSES)}, not {class_!r}")
     description = item.get("description")
@@ -311,6 +315,8 @@ def _keywords(name: str, value: Any, case_sensitive: bool) -> tuple[tuple[str, .
 
 
 def _regexes(name: str, sources: Any, view: str, case_sensitive: bool) -> tuple[re.Pattern[str], ...]:
+    if sources is None:
+        raise ConfigError(f"{name}: 'regex' is missing; add the regular expression (or a list of them) to look for")
     if isinstance(sources, str):
         sources = [sources]
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):

@@ -218,11 +218,14 @@ def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
     return f"{shown(ctx, [entry], body=text)}\n(part {part} of {parts} of memory {entry.id}; {after})"
 
 
-def agents_own(doc: IndexedDoc) -> bool:
-    """A document the agent wrote (from a session or a task) and nobody edited since: one it may
-    rewrite. A person's, or one they edited, is never overwritten by the model."""
+def agents_own(workspace: Workspace, doc: IndexedDoc) -> bool:
+    """A document the agent wrote (from a session or a task), that nobody edited since and that
+    is not withheld: one it may rewrite. A person's, or one they edited, is never overwritten by
+    the model; nor is a withheld one, which the person has yet to see (rewriting it would erase
+    what they are to judge)."""
     source = doc.meta.get("source")
-    return isinstance(source, str) and source.startswith(("session:", "task:")) and not doc.edited_outside
+    mine = isinstance(source, str) and source.startswith(("session:", "task:")) and not doc.edited_outside
+    return mine and workspace.visible(doc)
 
 
 def _similar(body: str, text: str) -> bool:
@@ -231,18 +234,21 @@ def _similar(body: str, text: str) -> bool:
 
 def _same_entry(workspace: Workspace, title: str, text: str) -> tuple[IndexedDoc | None, IndexedDoc | None]:
     """(an entry whose text is near-identical, an entry with the same title): what may already
-    say this. Found by search, not by reading every entry."""
+    say this. Found by search, not by reading every entry. A withheld entry is never one: the
+    model would learn what it says from the answer."""
     similar = titled = None
     for hit in workspace.index.search(text, kind="memory", limit=3):
         found = workspace.index.get("memory", hit.key)
-        if found is not None and _similar(found.body, text):
+        if found is not None and _similar(found.body, text) and workspace.visible(found):
             similar = found
             break
     wanted = title.strip().casefold()
     for hit in workspace.index.search(title, kind="memory", limit=10):
         if hit.title.strip().casefold() == wanted:
-            titled = workspace.index.get("memory", hit.key)
-            break
+            found = workspace.index.get("memory", hit.key)
+            if found is not None and workspace.visible(found):
+                titled = found
+                break
     return similar, titled
 
 
@@ -266,13 +272,15 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
     similar, titled = _same_entry(workspace, title, text)
-    if similar is not None and not agents_own(similar):
+    if similar is not None and not agents_own(workspace, similar):
         return f"Already remembered: memory {similar.key} says this."
-    existing = similar or (titled if titled is not None and agents_own(titled) else None)
+    existing = similar or (titled if titled is not None and agents_own(workspace, titled) else None)
     document = None
     if existing is not None:
+        # An entry written from outside content stays marked so: its new text may come from it.
+        update = {**meta, "untrusted": ctx.untrusted or existing.untrusted}
         try:  # as it was when found to be its own: an edit since makes it the person's
-            document = workspace.vault.update("memory", existing.key, meta, body, expected_revision=existing.revision)
+            document = workspace.vault.update("memory", existing.key, update, body, expected_revision=existing.revision)
             verb = "Updated"
         except Conflict:
             pass
@@ -296,7 +304,10 @@ def memory_forget(ctx: ToolContext, id: str) -> str:
         id: the id of the entry.
     """
     workspace = ctx.agent.workspace
-    path = workspace.vault.delete("memory", check_id(id, "memory id"))
+    indexed = workspace.index.get("memory", check_id(id, "memory id"))
+    if indexed is not None and not workspace.visible(indexed):  # the person is to see it first
+        return _answer(workspace, f"No memory entry with id {id}.")
+    path = workspace.vault.delete("memory", id)
     workspace.index.remove(path)
     return f"Forgot memory {id}."
 

@@ -29,7 +29,7 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
     key, number = named, 1
     while workspace.vault.locate("skill", key) is not None:  # name, name-2, ...: the first free or its own
         indexed = workspace.index.get("skill", key)
-        if indexed is not None and agents_own(indexed):
+        if indexed is not None and agents_own(workspace, indexed):
             try:  # as it was when found to be its own: an edit since makes it the person's
                 document = workspace.vault.update("skill", key, meta, body, expected_revision=indexed.revision)
             except Conflict:
@@ -37,12 +37,12 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
             else:
                 verb = "Updated"
                 break
-        number += 1  # the person's (or edited by them): their text is never replaced by the model's
+        number += 1  # the person's (or edited by them, or withheld): never replaced by the model's text
         key = f"{named[:75]}-{number}"
     else:
         document = workspace.vault.create("skill", key, meta, body)
         verb = "Saved"
     workspace.index.update(document.path)
     if key != named:
-        return f"{verb} skill {key}, beside the person's skill {named}, which is left as it is."
+        return f"{verb} skill {key}, beside the skill {named}, which is left as it is."
     return f"{verb} skill {key}."
