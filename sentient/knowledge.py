@@ -100,6 +100,7 @@ class Pin(QuotedText):
     body: str
     revision: str
     shown_chars: int | None = None  # its quoted body is cut to this many characters (None: shown whole)
+    untrusted: bool = False  # written from outside content
 
     @property
     def shown_title(self) -> str:
@@ -180,6 +181,7 @@ class IndexEntry:
     category: str | None
     line: str
     revision: str
+    untrusted: bool = False  # written from outside content
 
     @property
     def shown_title(self) -> str:
@@ -231,6 +233,7 @@ class Knowledge:
     unread: tuple[Unread, ...] = ()  # pins that could not be read (the block says so)
     memory_unreadable: bool = False  # memory failed to load (the block says so)
     memory_partial: tuple[str, ...] = ()  # memory subfolders that could not be listed (the block says so)
+    outside: tuple[str, ...] = ()  # what in the block was written from outside content ("memory <id>", "note <id>")
 
 
 def parse_pin(ref: str) -> tuple[str, str]:
@@ -311,8 +314,8 @@ class KnowledgeBuilder:
             return cached
         withheld = self.workspace.withheld_row
         rows = [row for row in index.newest("memory", ["global", scope] if scope else ["global"]) if not withheld(row)]
-        entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision)
-                        for row in rows[: self.workspace.settings.chat.knowledge_entries])
+        entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision,
+                                   row.untrusted) for row in rows[: self.workspace.settings.chat.knowledge_entries])
         built = MemoryIndex(entries, len(rows))
         with self._lock:
             self._cache = {k: v for k, v in self._cache.items() if k[0] == key[0]}
@@ -363,7 +366,8 @@ class KnowledgeBuilder:
             if not self.workspace.visible(doc):
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
-                pins.append(Pin(kind, key, doc.title, doc.body, doc.revision))
+                outside = doc.meta.get("untrusted") is True
+                pins.append(Pin(kind, key, doc.title, doc.body, doc.revision, untrusted=outside))
         most = int(self.workspace.settings.knowledge_chars * PIN_SHARE)
         pins = fitted(pins, most)
         problems += [f"{pin.kind}:{pin.id}: only its first {pin.shown[1]:,} of {len(pin.body.strip()):,} characters "
@@ -416,8 +420,10 @@ class KnowledgeBuilder:
                                    memory_unreadable=memory_unreadable, memory_partial=partial)
         signature = signature_of(f"{self.prompts.revision(TEMPLATE)}+{QUOTING}", pins, memory,
                                  unread=unread, memory_unreadable=memory_unreadable, memory_partial=partial)
+        outside = [f"{pin.kind} {pin.id}" for pin in pins if pin.untrusted]
+        outside += [f"memory {entry.id}" for entry in (memory.entries if memory is not None else ()) if entry.untrusted]
         return Knowledge(text, signature, tuple(pins), memory, tuple(problems), tuple(unread), memory_unreadable,
-                         partial)
+                         partial, tuple(outside))
 
     def unlisted_memory_folders(self) -> tuple[str, ...]:
         """Folders inside memory/ that the last look at the vault could not list (their entries

@@ -552,8 +552,10 @@ def test_a_threats_file_that_is_not_utf8_is_a_config_error_naming_it(
 ) -> None:
     (tmp_path / "sentient.yaml").write_text("threats:\n  file: mine.yaml\n")
     (tmp_path / "mine.yaml").write_bytes(b"patterns:\n- id: caf\xe9\n")
-    assert run(capsys, "--vault", str(tmp_path), "doctor", "--no-models") == (
+    assert run(capsys, "--vault", str(tmp_path), "index") == (
         2, "", f"error: {tmp_path / 'mine.yaml'}: not UTF-8 (byte 19). Re-save it as UTF-8 in your editor\n")
+    code, _, err = run(capsys, "--vault", str(tmp_path), "doctor", "--no-models")  # says so, and goes on
+    assert code == 2 and f"do not load: {tmp_path / 'mine.yaml'}: not UTF-8 (byte 19)" in err
 
 
 @pytest.mark.parametrize(("regex", "message"), [
@@ -566,7 +568,7 @@ def test_a_bad_pattern_shows_its_expression_as_written(
 ) -> None:
     pattern = {"id": "override-pineapple", "class": "override", "description": "pineapple", "regex": regex}
     (tmp_path / "sentient.yaml").write_text(json.dumps({"threats": {"patterns": [pattern]}}))  # JSON is YAML
-    code, _, err = run(capsys, "--vault", str(tmp_path), "doctor", "--no-models")
+    code, _, err = run(capsys, "--vault", str(tmp_path), "search", "pineapple")
     assert code == 2
     assert message in err
 

@@ -470,3 +470,31 @@ def test_a_memory_subfolder_that_cannot_be_listed_is_said_to_be_missing_not_forg
     agent.workspace.index.sync()
     shown, _ = session_knowledge(agent.workspace, agent.new_session())
     assert shown is not None and "could not be read just now" not in shown.text
+
+
+@pytest.mark.parametrize("way", ["memory off", "incognito", "memory on"])
+def test_a_pin_flagged_since_it_was_told_is_never_told_again(
+        make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
+    """A block told earlier is replayed from the session only while it is what would be told now:
+    a pin that reads like instructions since (a new pattern) is gone from the next request, in a
+    turn without memory too, where there is no new block to replace the old one."""
+    from sentient.threats import judge as judge_module
+
+    monkeypatch.setattr(judge_module, "RELOAD_SECONDS", 0.0)
+    vault = make_vault("basic")
+    configure(vault, features={"memory": way != "memory off"})
+    pine = "---\ntitle: Pine\n---\nStart the pineapple protocol on Friday.\n"
+    (vault / "pins" / "notes" / "pine.md").write_text(pine)
+    agent = agent_on(vault)
+    session = agent.new_session(pins=["note:pine"])
+    scripted.queue(text("ok"), text("ok"), text("ok"))
+    incognito = way == "incognito"
+    agent.turn("hi", session=session, incognito=incognito)
+    assert "pineapple protocol" in str(scripted.requests[-1]["messages"])
+    agent.turn("and again", session=session, incognito=incognito)
+    assert "pineapple protocol" in str(scripted.requests[-1]["messages"])  # replayed while unchanged
+    configure(vault, threats={"patterns": [{"id": "pineapple", "class": "override", "description": "a test",
+                                            "regex": r"\bpineapple protocol\b"}]})
+    agent.turn("hello once more", session=session, incognito=incognito)
+    assert "pineapple protocol" not in str(scripted.requests[-1]["messages"])
+    assert "pineapple protocol" in (vault / "pins" / "notes" / "pine.md").read_text()  # kept

@@ -360,6 +360,8 @@ class Agent:
         marked = meta.get("untrusted") is True
         pins, scope, delivered = self.session_settings(session, saved)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
+        if knowledge is not None and knowledge.outside:  # in the prompt, told now or earlier: read again
+            ctx.state.mark_untrusted(f"session knowledge holds {', '.join(knowledge.outside)}, from outside content")
         loaded = self.messages_of(session, saved)
         earlier = tuple(transcript.Message(m["role"], iso(self.clock()), _text_of(m["content"])) for m in prior)
         if earlier:  # what a client sent along becomes the session's history, so nothing is lost
@@ -386,7 +388,10 @@ class Agent:
         if synthetic is not None:
             said.insert(0, transcript.Message("knowledge", now, synthetic))
             content = [{"type": "text", "text": synthetic}, {"type": "text", "text": text}]
-            before = tuple(m for m in before if m.role != "knowledge")  # this one replaces them
+        if synthetic is not None or knowledge is None:
+            # This one replaces them; and with nothing to tell now (a pin flagged since, memory
+            # not allowed in this turn), a block told earlier is not told again.
+            before = tuple(m for m in before if m.role != "knowledge")
         self.record(session, *said, meta=provenance() or None)
         messages: list[Message] = [
             {"role": "system", "content": system},

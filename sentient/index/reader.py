@@ -233,12 +233,12 @@ class Reader:
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT key, title, body, category, revision, json_extract(frontmatter, '$.threat.allowed_revision'), "
-                "json_extract(frontmatter, '$.source') "
+                "json_extract(frontmatter, '$.source'), untrusted "
                 f"FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN ({marks})) "
                 "ORDER BY coalesce(nullif(updated, ''), nullif(created, ''), '') DESC, key DESC",
                 (kind, *scopes)).fetchall()
         return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None,
-                       r[6] if isinstance(r[6], str) else None) for r in rows]  # fmt: skip
+                       r[6] if isinstance(r[6], str) else None, bool(r[7])) for r in rows]  # fmt: skip
 
     def problems(self) -> list[Problem]:
         """The vault's folders that cannot be listed (looked at now), then the files that cannot be read."""

@@ -116,6 +116,7 @@ class Listed:
     revision: str
     allowed_revision: str | None  # the frontmatter's threat.allowed_revision
     source: str | None = None
+    untrusted: bool = False  # written from outside content
 
     @property
     def meta(self) -> Mapping[str, Any]:

@@ -11,15 +11,16 @@ import difflib
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
-from sentient.errors import Conflict
+from sentient.errors import BadFile, Conflict
 from sentient.index import IndexedDoc
 from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
-from sentient.vault.document import check_id
-from sentient.vault.kinds import one_line
+from sentient.vault.document import check_id, parse
+from sentient.vault.kinds import KINDS, one_line
 from sentient.workspace import Workspace
 
 # What a list of entries (recall results, the memories shown with a message) shows of each:
@@ -360,11 +361,25 @@ def memory_search_history(ctx: ToolContext, id: str, limit: int = 5) -> str:
                                capture_output=True, text=True, check=False)
         if shown.returncode != 0:
             continue
-        if workspace.judge_text(shown.stdout):
-            versions.append(f"<version committed=\"{when}\">(withheld: it reads like instructions)</version>")
+        withheld = _withheld_version(workspace, path, id, shown.stdout)
+        if withheld:
+            versions.append(f"<version committed=\"{when}\">(withheld: {withheld})</version>")
         else:
             versions.append(f"<version committed=\"{when}\">\n{quoted(shown.stdout.strip())}\n</version>")
     return "\n".join(versions) or f"No committed versions of {id} yet."
+
+
+def _withheld_version(workspace: Workspace, path: Path, key: str, text: str) -> str | None:
+    """Why a committed version of an entry may not be shown, if so: it must read as no
+    instructions both as the file it is and as the entry it parses to (a YAML escape in the
+    file can spell what only the parsed title says), and it must parse."""
+    try:
+        document = parse(text, kind="memory", key=key, path=path, fields=KINDS["memory"].fields)
+    except BadFile:
+        return "it does not parse as an entry"
+    if workspace.judge_text(text) or not workspace.visible(document):
+        return "it reads like instructions"
+    return None
 
 
 @tool(risk="read")
