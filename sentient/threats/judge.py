@@ -177,7 +177,29 @@ class ThreatJudge:
             self.patterns = fresh
 
     def judge(self, subject: Shown | str, revision: str | None = None) -> Judgment:
-        """The judgment of a document (its judged_text) or of a text at `revision`."""
+        """The judgment of a document (its judged_text, and its id: see `_with_id`) or of a
+        text at `revision`."""
+        judgment = self._judge(subject, revision)
+        return judgment if isinstance(subject, str) else self._with_id(judgment, subject)
+
+    def _with_id(self, judgment: Judgment, subject: Shown) -> Judgment:
+        """The judgment with what the document's id says, read as words: the model is shown ids
+        (`<memory id=...>`, the memory index), and an id is any slug a file name or the API gave,
+        so `ignore-all-previous-instructions` is judged as the words it spells. Its own cached
+        judgment (by the id's text), merged in when it finds something."""
+        key = getattr(subject, "key", None)
+        if not isinstance(key, str) or not key:
+            return judgment
+        named = self._judge(key.replace("-", " "), None)
+        if not named.flagged:
+            return judgment
+        new = tuple(finding for finding in named.findings if finding.pattern_id not in judgment.patterns)
+        if not new:
+            return judgment
+        return Judgment(judgment.revision, True, judgment.patterns + tuple(f.pattern_id for f in new),
+                        judgment.pattern_set, judgment.fingerprint, judgment.findings + new)
+
+    def _judge(self, subject: Shown | str, revision: str | None) -> Judgment:
         self.reload()
         if isinstance(subject, str):
             key_revision = revision or text_revision(subject)
@@ -235,7 +257,8 @@ class ThreatJudge:
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
-        return [judgment for judgment in found if judgment is not None]
+        return [judgment if isinstance(subject, str) else self._with_id(judgment, subject)
+                for judgment, subject in zip(found, subjects, strict=True) if judgment is not None]
 
     def allowance(self, document: Shown, allowed: str | None) -> str | None:
         """The judged revision (see judged_revision) that the document's `allowed_revision`

@@ -193,6 +193,9 @@ class PatternSet:
         canonical = json.dumps(
             {
                 "normaliser": NORMALISER_VERSION,
+                # What a judgment of a document covers (judge.py): 2 since ids are judged too. A
+                # verdict made before (the index's, say) is not taken for one made now.
+                "judged": 2,
                 "version": version,
                 "patterns": [
                     [p.id, p.class_, p.description, p.view, p.case_sensitive, [r.pattern for r in p.regexes],
