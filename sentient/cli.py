@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -758,8 +759,10 @@ def run(argv: list[str]) -> int:
             parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
         if args.command == "doctor":
             args.patterns, args.patterns_error = _doctors_patterns(settings)
-            with open_workspace(settings, args.patterns) as workspace:
-                return handler(args, workspace)
+            with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:
+                index = Path(apart) / "index.sqlite" if args.patterns_error else None
+                with open_workspace(settings, args.patterns, index) as workspace:
+                    return handler(args, workspace)
         if args.command != "serve":
             with open_workspace(settings) as workspace:
                 return handler(args, workspace)

@@ -23,6 +23,7 @@ class Workspace:
     vault: Vault
     judge: ThreatJudge
     watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
+    index_path: Path | None = None  # an index file of its own, not the vault's (see open_workspace)
     _index: Index | None = field(default=None, repr=False)
 
     @property
@@ -30,7 +31,7 @@ class Workspace:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
             self._index = Index(self.vault, judge=self.judge, judge_version=lambda: self.judge_fingerprint,
-                                judge_many=self.judge.judge_many)
+                                judge_many=self.judge.judge_many, path=self.index_path)
         return self._index
 
     @property
@@ -118,7 +119,10 @@ class VaultPatterns:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._seen = self._state(settings)
-        self.error: str | None = None  # why the files as they are now do not load (then the set before judges)
+        # Why the files as they are now do not load (then the set before judges): sentient.yaml,
+        # or the patterns it has (kept while sentient.yaml alone is broken and mended).
+        self._config_error: str | None = None
+        self._patterns_error: str | None = None
 
     def __call__(self) -> PatternSet | None:
         state = self._state(self._settings)
@@ -129,12 +133,12 @@ class VaultPatterns:
             settings = load_settings(self._settings.vault, {})  # threats: comes from the file alone
         except SentientError as error:
             log.warning("%s changed but does not load, so the threat patterns before are kept: %s", CONFIG_FILE, error)
-            self.error = f"{CONFIG_FILE} does not load, so the threat patterns before it changed judge: {error.message}"
+            self._config_error = (f"{CONFIG_FILE} does not load, so the threat patterns before it changed judge: "
+                                  f"{error.message}")
             return None
+        self._config_error = None
         before, self._settings = self._settings.threats, settings
         if settings.threats == before and state[1] == seen[1]:
-            if self.error is not None and self.error.startswith(CONFIG_FILE):
-                self.error = None  # it loads again, and its patterns are those in use
             return None  # another setting changed: the patterns are as they were (no second of compiling)
         if settings.threats.file != before.file:  # watch the file it names now, loaded or not
             self._seen = self._state(settings)
@@ -142,11 +146,15 @@ class VaultPatterns:
             patterns = load_patterns(settings)
         except SentientError as error:
             log.warning("the threat patterns changed but do not load, so the ones before are kept: %s", error)
-            self.error = f"the vault's threat patterns do not load, so the ones before judge: {error.message}"
+            self._patterns_error = f"the vault's threat patterns do not load, so the ones before judge: {error.message}"
             return None
         log.info("threat patterns loaded again (%s)", patterns.label)
-        self.error = None
+        self._patterns_error = None
         return patterns
+
+    @property
+    def error(self) -> str | None:
+        return self._config_error or self._patterns_error
 
     @staticmethod
     def _state(settings: Settings) -> tuple[tuple[int, int] | None, ...]:
@@ -163,9 +171,11 @@ def _stat(path: Path | None) -> tuple[int, int] | None:
     return found.st_mtime_ns, found.st_size
 
 
-def open_workspace(settings: Settings, patterns: PatternSet | None = None) -> Workspace:
-    """The vault with its index and judge; `patterns`: the set to judge with instead of the
-    vault's (doctor's, when the vault's own do not load)."""
+def open_workspace(settings: Settings, patterns: PatternSet | None = None, index_path: Path | None = None) -> Workspace:
+    """The vault with its index and judge. `patterns`: the set to judge with instead of the
+    vault's, and then `index_path`: an index file of its own (doctor's, when the vault's
+    patterns do not load: the vault's index holds the verdicts of the vault's set, which a
+    server may be judging with, and must not be given another set's)."""
     judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
-    return Workspace(settings, vault, judge)
+    return Workspace(settings, vault, judge, index_path=index_path)

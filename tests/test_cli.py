@@ -135,10 +135,14 @@ def test_doctor_reports_a_broken_vault_pattern_and_still_examines_the_rest(
 ) -> None:
     vault = make_vault("basic")
     (vault / "pins" / "notes" / "sneaky.md").write_text(SNEAKY)
-    (vault / "my-patterns.yaml").write_text(
-        "- id: my-phrase\n  class: override\n  description: mine\n  regex: 'salmon (kibble'\n", encoding="utf-8")
+    mine = vault / "my-patterns.yaml"
+    mine.write_text("- id: my-phrase\n  class: override\n  description: mine\n  regex: 'salmon kibble'\n")
     with (vault / "sentient.yaml").open("a", encoding="utf-8") as config:
         config.write("\nthreats:\n  file: my-patterns.yaml\n")
+    assert run(capsys, "--vault", str(vault), "index")[0] == 0  # the index holds the verdicts of that set
+    state = vault / ".sentient"
+    index_before = {path.name: path.read_bytes() for path in state.glob("index.sqlite*")}
+    mine.write_text(mine.read_text().replace("salmon kibble", "salmon (kibble"))
     code, _, err = run(capsys, "--vault", str(vault), "memory", "list")
     assert code == 2 and "my-patterns.yaml patterns[0] (id 'my-phrase'): 'regex' does not compile" in err
     code, out, err = run(capsys, "--vault", str(vault), "doctor", "--no-models", "--record")
@@ -147,6 +151,8 @@ def test_doctor_reports_a_broken_vault_pattern_and_still_examines_the_rest(
     assert "'regex' does not compile" in err and "judges with the shipped patterns alone (so --record writes" in err
     assert "memory entries" in out and "  ! pins/notes/sneaky.md" in out  # the rest, judged by the shipped set
     assert "recorded the revision" not in out
+    # The vault's index keeps the verdicts of the vault's own set (a server may judge with it).
+    assert {path.name: path.read_bytes() for path in state.glob("index.sqlite*")} == index_before
 
 
 def test_bad_config_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -498,3 +498,30 @@ def test_a_pin_flagged_since_it_was_told_is_never_told_again(
     agent.turn("hello once more", session=session, incognito=incognito)
     assert "pineapple protocol" not in str(scripted.requests[-1]["messages"])
     assert "pineapple protocol" in (vault / "pins" / "notes" / "pine.md").read_text()  # kept
+
+
+def test_a_block_recorded_but_never_delivered_is_not_replayed_once_it_is_not_what_would_be_told(
+        make_vault: Callable[[str], Path], scripted: Scripted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn whose model call failed records its block, but the session's delivery record
+    still names the block before: the next turn tells what is to be told now, not the recorded
+    block (which holds a pin flagged since)."""
+    from sentient.threats import judge as judge_module
+
+    monkeypatch.setattr(judge_module, "RELOAD_SECONDS", 0.0)
+    vault = make_vault("basic")
+    (vault / "pins" / "notes" / "pine.md").write_text("---\ntitle: Pine\n---\nStart the pineapple protocol.\n")
+    agent = agent_on(vault)
+    session = agent.new_session()
+    scripted.queue(text("ok"))
+    agent.turn("hi", session=session)  # the memory index, delivered
+    agent.set_pins(session, ["note:pine"])
+    for _ in range(3):  # the model is down for the whole turn, retries too
+        scripted.fail()
+    with pytest.raises(SentientError):
+        agent.turn("look at my pin", session=session)  # the block with the pin: recorded, not delivered
+    configure(vault, threats={"patterns": [{"id": "pineapple", "class": "override", "description": "a test",
+                                            "regex": r"\bpineapple protocol\b"}]})
+    scripted.queue(text("ok"))
+    agent.turn("hello again", session=session)
+    sent = str(scripted.requests[-1]["messages"])
+    assert "pineapple protocol" not in sent and "memory-index" in sent  # the block of now, told again

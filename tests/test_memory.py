@@ -100,7 +100,8 @@ def test_a_running_workspace_takes_a_pattern_added_to_sentient_yaml_and_keeps_it
     config = (vault / "sentient.yaml").read_bytes()
     (vault / "sentient.yaml").write_text("threats: [\n", encoding="utf-8")
     assert (workspace.judge.problem or "").startswith("sentient.yaml does not load, so the threat patterns before")
-    (vault / "sentient.yaml").write_bytes(config)
+    (vault / "sentient.yaml").write_bytes(config)  # mended, but its pattern is broken as before
+    assert (workspace.judge.problem or "").startswith("the vault's threat patterns do not load")
     configure(vault, threats={"patterns": [{"id": "zorblax", "class": "override",
                                             "description": "test word", "regex": "zorblax"}]})
     assert workspace.judge.problem is None and workspace.judge.patterns is not loaded
@@ -619,6 +620,12 @@ def test_an_entry_written_from_outside_content_stays_marked_when_the_agent_updat
         == "Updated memory flight-tip."
     entry = agent.workspace.vault.get("memory", "flight-tip")
     assert entry.meta["untrusted"] is True and "Tuesday mornings" in entry.body
+    from sentient.tools.skills import skill_save
+
+    assert skill_save.call(outside, {"name": "Book flights", "steps": "1. Tuesdays."}) == "Saved skill book-flights."
+    assert skill_save.call(trusted, {"name": "Book flights", "steps": "1. Tuesday mornings."}) \
+        == "Updated skill book-flights."
+    assert agent.workspace.vault.get("skill", "book-flights").meta["untrusted"] is True
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

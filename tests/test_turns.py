@@ -613,3 +613,8 @@ def test_a_tool_error_that_quotes_an_injection_is_withheld(basic: Path, scripted
     answer = [m["content"] for m in scripted.requests[-1]["messages"] if m.get("role") == "tool"][-1]
     assert answer.startswith("Error: BadFile: the message quotes text that reads like instructions, so it is withheld")
     assert "evil.example" not in answer and (basic / "memory" / "zz.md").exists()
+    from sentient.agent.sandbox import bridge_call  # the same call from a script
+
+    ctx = agent.context(incognito=False, channel="chat", session=agent.new_session())
+    error = bridge_call(ctx, "memory_forget", {"id": "zz"})["error"]
+    assert error.startswith("BadFile: the message quotes text") and "evil.example" not in error

@@ -54,7 +54,10 @@ def pinned_block(messages: list[transcript.Message]) -> str:
         f"{quoted(m.text.strip())}\n</pinned-message>"
         for m in messages
     )
-    return "Messages the person pinned in this session, kept word for word (quoted data):\n" + shown
+    return f"{PINNED_HEADING}\n" + shown
+
+
+PINNED_HEADING = "Messages the person pinned in this session, kept word for word (quoted data):"
 
 
 SAID = ("system", "user", "assistant")  # what a summary is made of: what was said, nothing memory supplied

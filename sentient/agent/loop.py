@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sentient.agent.context import ToolContext
-from sentient.agent.tools import Tool, ToolRefused, refusal
+from sentient.agent.tools import Tool, ToolRefused, failure, refusal
 from sentient.knowledge import shortened
 from sentient.llm import LLM, Reply, ToolCall
 
@@ -107,17 +107,7 @@ def _run_tool_call(ctx: ToolContext, offered: dict[str, Tool], call: ToolCall) -
     except ToolRefused as exc:
         return CallRecord(call.name, call.arguments, f"Error: {exc}", False)
     except Exception as exc:  # a tool's bug or failure is the model's to read, not the turn's end
-        return CallRecord(call.name, call.arguments, _failure(ctx, exc), False)
-
-
-def _failure(ctx: ToolContext, exc: Exception) -> str:
-    """A failed call as the model reads it. An error can quote a file (a frontmatter value of
-    the wrong type): it is judged like the file's text would be, and withheld when flagged."""
-    text = f"Error: {type(exc).__name__}: {exc}"
-    if ctx.agent.workspace.judge_text(text):
-        return (f"Error: {type(exc).__name__}: the message quotes text that reads like instructions, so it is "
-                "withheld; `sentient doctor` shows it to the person")
-    return text
+        return CallRecord(call.name, call.arguments, f"Error: {failure(ctx, exc)}", False)
 
 
 def _ask(

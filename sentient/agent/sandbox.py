@@ -21,7 +21,7 @@ import threading
 from typing import IO, Any
 
 from sentient.agent.context import ToolContext
-from sentient.agent.tools import ToolRefused, refusal, tool
+from sentient.agent.tools import ToolRefused, failure, refusal, tool
 
 NOT_FOR_SCRIPTS = frozenset(
     {"execute_code", "delegate_task", "delegate_tasks", "delegate_background", "read_with_reader"}
@@ -78,7 +78,7 @@ def bridge_call(ctx: ToolContext, name: str, args: Any) -> dict[str, Any]:
     except ToolRefused as exc:
         return {"error": str(exc)}
     except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": failure(ctx, exc)}
 
 
 def _serve_bridge(ctx: ToolContext, requests: IO[str], replies: IO[str]) -> None:

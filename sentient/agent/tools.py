@@ -43,6 +43,17 @@ class ToolRefused(Exception):
     """A call this turn may not make. Its message is what the model is told."""
 
 
+def failure(ctx: ToolContext, exc: Exception) -> str:
+    """A failed call as the model reads it (a direct call, or one from a script). An error can
+    quote a file (a frontmatter value of the wrong type): it is judged like the file's text would
+    be, and withheld when flagged."""
+    text = f"{type(exc).__name__}: {exc}"
+    if ctx.agent.workspace.judge_text(text):
+        return (f"{type(exc).__name__}: the message quotes text that reads like instructions, so it is withheld; "
+                "`sentient doctor` shows it to the person")
+    return text
+
+
 def refusal(ctx: ToolContext, name: str) -> str | None:
     """Why `name` may not run in this context, or None when it may."""
     if name in MEMORY_TOOLS and not ctx.memory_allowed:

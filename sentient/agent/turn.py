@@ -96,6 +96,16 @@ def holds_memory(block: str) -> bool:
     return any(tag in block for tag in MEMORY_TAGS)
 
 
+def _tells(stored: str, block: str) -> bool:
+    """Is a stored knowledge message this block (alone, or with the pinned messages after it)?
+    The session file keeps a message without its trailing whitespace."""
+    stored, block = stored.rstrip(), block.rstrip()
+    if not stored.startswith(block):
+        return False
+    rest = stored[len(block) :]
+    return not rest or (rest[:1] == "\n" and rest.lstrip("\n").startswith(compaction.PINNED_HEADING))
+
+
 def history(
     messages: tuple[transcript.Message, ...],
     limit: int = HISTORY_MESSAGES,
@@ -452,9 +462,12 @@ class Agent:
         window go along with the block, in the same part."""
         blocks = [m for m in current.messages if m.role == "knowledge"]
         withheld = bool(blocks) and not ctx.memory_allowed and holds_memory(blocks[-1].text)
+        # The block the history would replay is not this one: never delivered (its turn failed
+        # before the model answered, so `delivered` still names the one before), or not there.
+        stale = knowledge is not None and not (blocks and _tells(blocks[-1].text, knowledge.text))
         parts: list[str] = []
         signature = None
-        if knowledge is not None and (knowledge.signature != delivered or compacted or withheld):
+        if knowledge is not None and (knowledge.signature != delivered or compacted or withheld or stale):
             parts.append(knowledge.text)
             signature = knowledge.signature
         if compacted or (parts and current.summary is not None):

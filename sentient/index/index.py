@@ -48,19 +48,20 @@ class Index(Reader):
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str | Callable[[], str] = "",
                  judge_many: Callable[[Sequence[Document]], object] | None = None,
-                 timeout: float = 5.0, broad: int = BROAD_MATCHES) -> None:
+                 timeout: float = 5.0, broad: int = BROAD_MATCHES, path: Path | None = None) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
         `judge_version` names its verdicts (a function giving the current name, for a judge whose
         pattern set can change while the index is open: the rows are then judged again, by the
         next sync or update, before any is written under the new name). `judge_many`, when given, judges a
         sync's documents in batches first (ThreatJudge.judge_many: faster for many short texts),
         so `judge` finds them cached. `timeout`: seconds to wait for another process's write
-        before IndexUnavailable. `broad`: see search()."""
+        before IndexUnavailable. `broad`: see search(). `path`: the index file, if not the vault's
+        own (.sentient/index.sqlite)."""
         self.vault = vault
         self.timeout = timeout
         self.broad = broad
         self._counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]] = ((-1, -1), {})  # _counts_now
-        self.path = vault.state_dir / DB_NAME
+        self.path = path or vault.state_dir / DB_NAME
         self._judge = judge
         self._judge_many = judge_many
         self._judge_version = judge_version

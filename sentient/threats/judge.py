@@ -112,6 +112,11 @@ class Judgment:
         }
 
 
+def _as_words(key: str) -> str:
+    """An id as the words it spells (`ignore-all-previous` -> "ignore all previous")."""
+    return key.replace("-", " ")
+
+
 def judge_text(text: str, patterns: PatternSet, revision: str | None = None) -> Judgment:
     """Judge a text now, without a cache."""
     return _judgment(tuple(scan(text, patterns)), patterns, revision if revision is not None else text_revision(text))
@@ -148,6 +153,9 @@ class ThreatJudge:
         self.patterns = patterns
         self.max_entries = max_entries
         self._cache: OrderedDict[tuple[str, str], Judgment] = OrderedDict()
+        # Ids' judgments apart, by (id, fingerprint): a document's id costs no hash of its own
+        # and takes no room from the documents' judgments.
+        self._names: OrderedDict[tuple[str, str], Judgment] = OrderedDict()
         self._lock = threading.Lock()
         self._source = source
         self._next_look = 0.0
@@ -185,12 +193,16 @@ class ThreatJudge:
     def _with_id(self, judgment: Judgment, subject: Shown) -> Judgment:
         """The judgment with what the document's id says, read as words: the model is shown ids
         (`<memory id=...>`, the memory index), and an id is any slug a file name or the API gave,
-        so `ignore-all-previous-instructions` is judged as the words it spells. Its own cached
-        judgment (by the id's text), merged in when it finds something."""
+        so `ignore-all-previous-instructions` is judged as the words it spells. Its own judgment,
+        cached apart by id, is merged in when it finds something."""
         key = getattr(subject, "key", None)
         if not isinstance(key, str) or not key:
             return judgment
-        named = self._judge(key.replace("-", " "), None)
+        patterns = self.patterns
+        with self._lock:
+            named = self._names.get((key, patterns.fingerprint))
+        if named is None:
+            named = self._name_judged(key, judge_text(_as_words(key), patterns), patterns)
         if not named.flagged:
             return judgment
         new = tuple(finding for finding in named.findings if finding.pattern_id not in judgment.patterns)
@@ -198,6 +210,13 @@ class ThreatJudge:
             return judgment
         return Judgment(judgment.revision, True, judgment.patterns + tuple(f.pattern_id for f in new),
                         judgment.pattern_set, judgment.fingerprint, judgment.findings + new)
+
+    def _name_judged(self, key: str, judgment: Judgment, patterns: PatternSet) -> Judgment:
+        with self._lock:
+            self._names[(key, patterns.fingerprint)] = judgment
+            while len(self._names) > self.max_entries:
+                self._names.popitem(last=False)
+        return judgment
 
     def _judge(self, subject: Shown | str, revision: str | None) -> Judgment:
         self.reload()
@@ -257,6 +276,11 @@ class ThreatJudge:
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
+        with self._lock:  # the ids not judged yet, together too
+            names = {key for s in subjects if not isinstance(s, str) and isinstance(key := getattr(s, "key", None), str)
+                     and key and (key, patterns.fingerprint) not in self._names}  # fmt: skip
+        for key, findings in zip(names, scan_many([_as_words(key) for key in names], patterns), strict=True):
+            self._name_judged(key, _judgment(tuple(findings), patterns, text_revision(_as_words(key))), patterns)
         return [judgment if isinstance(subject, str) else self._with_id(judgment, subject)
                 for judgment, subject in zip(found, subjects, strict=True) if judgment is not None]
 
@@ -287,3 +311,4 @@ class ThreatJudge:
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._names.clear()

@@ -30,8 +30,9 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
     while workspace.vault.locate("skill", key) is not None:  # name, name-2, ...: the first free or its own
         indexed = workspace.index.get("skill", key)
         if indexed is not None and agents_own(workspace, indexed):
+            update = {**meta, "untrusted": ctx.untrusted or indexed.untrusted}  # from outside: stays marked
             try:  # as it was when found to be its own: an edit since makes it the person's
-                document = workspace.vault.update("skill", key, meta, body, expected_revision=indexed.revision)
+                document = workspace.vault.update("skill", key, update, body, expected_revision=indexed.revision)
             except Conflict:
                 pass
             else:
