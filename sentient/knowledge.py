@@ -198,6 +198,8 @@ class IndexEntry:
     @cached_property
     def shown_size(self) -> int:
         """About the characters of its line in the block: "- title [category]: line (id: x)"."""
+        if self.untrusted:  # its text is left out: see the template
+            return len(self.id) + 100
         category = len(self.shown_category) + 3 if self.category else 0
         return len(self.shown_title) + category + len(self.shown_line) + len(self.id) + 12
 
@@ -233,7 +235,7 @@ class Knowledge:
     unread: tuple[Unread, ...] = ()  # pins that could not be read (the block says so)
     memory_unreadable: bool = False  # memory failed to load (the block says so)
     memory_partial: tuple[str, ...] = ()  # memory subfolders that could not be listed (the block says so)
-    outside: tuple[str, ...] = ()  # what in the block was written from outside content ("memory <id>", "note <id>")
+    outside: tuple[str, ...] = ()  # the pins in the block written from outside content ("note <id>")
 
 
 def parse_pin(ref: str) -> tuple[str, str]:
@@ -420,8 +422,9 @@ class KnowledgeBuilder:
                                    memory_unreadable=memory_unreadable, memory_partial=partial)
         signature = signature_of(f"{self.prompts.revision(TEMPLATE)}+{QUOTING}", pins, memory,
                                  unread=unread, memory_unreadable=memory_unreadable, memory_partial=partial)
+        # A pin from outside content is in the block whole; an entry of the index is not (the
+        # template leaves its text out, so that one such entry does not mark every turn).
         outside = [f"{pin.kind} {pin.id}" for pin in pins if pin.untrusted]
-        outside += [f"memory {entry.id}" for entry in (memory.entries if memory is not None else ()) if entry.untrusted]
         return Knowledge(text, signature, tuple(pins), memory, tuple(problems), tuple(unread), memory_unreadable,
                          partial, tuple(outside))
 

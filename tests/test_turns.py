@@ -568,23 +568,25 @@ def test_recalling_an_entry_written_from_outside_content_makes_the_turn_untruste
     assert hits == []
 
 
-def test_an_entry_from_outside_content_in_the_memory_index_makes_every_turn_of_the_session_untrusted(
+def test_the_memory_index_names_an_entry_from_outside_content_without_its_text_and_a_pin_from_outside_marks_the_turn(
         basic: Path, scripted: Scripted) -> None:
+    """An entry written from outside content is listed by its id alone: its text is not read
+    into every turn (which would make each one untrusted, and everything saved in it too). A
+    pinned note from outside content is in the block whole, so its turns start untrusted."""
     agent = agent_on(basic)
     meta = {"title": "Zq shop offer", "untrusted": True, "source": "url:https://shop.example"}
     agent.workspace.vault.create("memory", "zq-offer", meta, "The Zq shop has a sale.\n")
     agent.workspace.index.sync()
-    scripted.queue(text("ok"), text("ok"))
+    scripted.queue(text("ok"), call("memory_recall", id="zq-offer"), text("ok"))
     session = agent.new_session()
     first = agent.turn("hello", session=session)
-    assert "Zq shop offer" in str(scripted.requests[0]["messages"]) and first.untrusted
-    again = agent.turn("and hello", session=session)  # the block is replayed, not sent again: read all the same
-    assert again.untrusted
-    mine = agent_on(basic)
-    mine.workspace.vault.delete("memory", "zq-offer")
-    mine.workspace.index.sync()
+    sent = str(scripted.requests[0]["messages"])
+    assert "(id: zq-offer)" in sent and "Zq shop offer" not in sent and "sale" not in sent
+    assert not first.untrusted
+    assert agent.turn("what is that offer?", session=session).untrusted  # read now: untrusted from here on
+    (basic / "pins" / "notes" / "page.md").write_text("---\ntitle: Page\nuntrusted: true\n---\nFerries at 9.\n")
     scripted.queue(text("ok"))
-    assert not mine.turn("a new session").untrusted
+    assert agent.turn("and the ferries?", session=agent.new_session(pins=["note:page"])).untrusted
 
 
 def test_earlier_sessions_keep_their_provenance_and_are_judged(
