@@ -759,9 +759,11 @@ def run(argv: list[str]) -> int:
             parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
         if args.command == "doctor":
             args.patterns, args.patterns_error = _doctors_patterns(settings)
-            with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:
-                index = Path(apart) / "index.sqlite" if args.patterns_error else None
-                with open_workspace(settings, args.patterns, index) as workspace:
+            if args.patterns_error is None:
+                with open_workspace(settings) as workspace:
+                    return handler(args, workspace)
+            with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:  # an index of its own
+                with open_workspace(settings, args.patterns, Path(apart) / "index.sqlite") as workspace:
                     return handler(args, workspace)
         if args.command != "serve":
             with open_workspace(settings) as workspace:
