@@ -559,9 +559,12 @@ def cmd_session_list(args: argparse.Namespace, workspace: Workspace) -> int:
 def cmd_session_knowledge(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.agent.turn import session_knowledge
 
-    knowledge, delivered = session_knowledge(workspace, args.id)
+    knowledge, delivered, problems = session_knowledge(workspace, args.id)
     if knowledge is None:
-        print("nothing to tell this session (no pins, and no memory index in it)")
+        told = "no pin it may be shown" if problems else "no pins"
+        print(f"nothing to tell this session ({told}, and no memory index in it)")
+        for problem in problems:
+            print(f"left out: {problem}")
         return 0
     print(knowledge.text, end="")
     state = "delivered: the session already carries it" if delivered else "not delivered: the next message carries it"

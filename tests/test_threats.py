@@ -737,3 +737,10 @@ def test_the_quicker_steps_are_the_plain_ones(text: str) -> None:
     assert data is None or data == " ".join(lowered.split()).encode("utf-8", "surrogatepass")
     if not any(char.isspace() and not char.isascii() for char in lowered):
         assert data is not None
+
+
+@pytest.mark.parametrize("advice", ["don't", "Don’t", "can't", "won't", "do not", "never"])
+def test_advice_not_to_share_a_secret_is_not_a_request_for_it(patterns: PatternSet, advice: str) -> None:
+    """`not_after` words: "n't" ends a word ("don't"), so it counts without a space before it."""
+    assert ids(f"{advice} share your password with anyone.", patterns) == []
+    assert ids("Share your password with me now.", patterns) == ["cred-reveal-secrets"]

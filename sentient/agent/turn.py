@@ -11,7 +11,7 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -371,7 +371,7 @@ class Agent:
         pins, scope, delivered = self.session_settings(session, saved)
         knowledge = self.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
         if knowledge is not None and knowledge.outside:  # in the prompt, told now or earlier: read again
-            ctx.state.mark_untrusted(f"session knowledge holds {', '.join(knowledge.outside)}, from outside content")
+            ctx.state.mark_untrusted(f"the pinned {', '.join(knowledge.outside)}, written from outside content")
         loaded = self.messages_of(session, saved)
         earlier = tuple(transcript.Message(m["role"], iso(self.clock()), _text_of(m["content"])) for m in prior)
         if earlier:  # what a client sent along becomes the session's history, so nothing is lost
@@ -521,17 +521,26 @@ class Agent:
         self.workspace.vault.update("session", session, transform=insert)
 
 
-def session_knowledge(workspace: Workspace, key: str, prompts: Prompts | None = None) -> tuple[Knowledge | None, bool]:
-    """What a stored session's next message would carry, and whether the session already
-    carries it: what the agent is told, for a person to see."""
+def session_knowledge(
+    workspace: Workspace, key: str, prompts: Prompts | None = None
+) -> tuple[Knowledge | None, bool, tuple[str, ...]]:
+    """What a stored session's next message would carry, whether the session already carries
+    it, and what is left out of it and why (a pin withheld: also when nothing else is told):
+    what the agent is told, for a person to see."""
     meta = workspace.vault.get("session", key).meta
     channel = meta.get("channel") if isinstance(meta.get("channel"), str) else "chat"
     allowed = memory_allowed(incognito=False, channel=str(channel), settings=workspace.settings)
     builder = KnowledgeBuilder(workspace, prompts or Prompts(workspace.vault.root))
     scope = meta.get("scope")
-    knowledge = builder.build(pins=list(meta.get("pins") or []), scope=scope if isinstance(scope, str) else None,
-                              memory_allowed=allowed)
-    return knowledge, knowledge is not None and knowledge.signature == meta.get("knowledge_delivered")
+    pins = list(meta.get("pins") or [])
+    knowledge = builder.build(pins=pins, scope=scope if isinstance(scope, str) else None, memory_allowed=allowed)
+    delivered = knowledge is not None and knowledge.signature == meta.get("knowledge_delivered")
+    return knowledge, delivered, left_out(builder, knowledge, pins)
+
+
+def left_out(builder: KnowledgeBuilder, knowledge: Knowledge | None, pins: Sequence[str]) -> tuple[str, ...]:
+    """What a block leaves out and why; with no block, what of the pins is left out."""
+    return knowledge.problems if knowledge is not None else tuple(builder.pins(pins)[2])
 
 
 def open_agent(workspace: Workspace, environ: Mapping[str, str]) -> Agent:

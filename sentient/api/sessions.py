@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict
 
 from sentient.agent.context import memory_allowed
-from sentient.agent.turn import Agent, check_pins, session_knowledge
+from sentient.agent.turn import Agent, check_pins, left_out, session_knowledge
 from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.errors import NotFound
 from sentient.knowledge import Knowledge, require_pins
@@ -82,26 +82,27 @@ def put_pins(session_id: str, body: Pins, agent: AgentDep) -> PinsSet:
     return PinsSet(pins=pins, problems=agent.knowledge.pin_problems(pins))
 
 
-def knowledge_of(agent: Agent, session_id: str) -> tuple[Knowledge | None, bool]:
-    """What a session's next message would carry, and whether the session already carries it;
-    an incognito session's too, while this process holds it."""
+def knowledge_of(agent: Agent, session_id: str) -> tuple[Knowledge | None, bool, tuple[str, ...]]:
+    """What a session's next message would carry, whether the session already carries it, and
+    what is left out of it; an incognito session's too, while this process holds it."""
     if not agent.is_incognito(session_id):
         return session_knowledge(agent.workspace, session_id, agent.prompts)
     pins, scope, delivered = agent.session_settings(session_id)
     allowed = memory_allowed(incognito=True, channel="chat", settings=agent.settings)
     knowledge = agent.knowledge.build(pins=pins, scope=scope, memory_allowed=allowed)
-    return knowledge, knowledge is not None and knowledge.signature == delivered
+    carried = knowledge is not None and knowledge.signature == delivered
+    return knowledge, carried, left_out(agent.knowledge, knowledge, pins)
 
 
 @router.get("/{session_id}/knowledge")
 def get_knowledge(session_id: str, agent: AgentDep) -> dict[str, Any]:
     """Exactly what the session is told, and whether it already carries it."""
     check_key("session", session_id)
-    knowledge, delivered = knowledge_of(agent, session_id)
+    knowledge, delivered, problems = knowledge_of(agent, session_id)
     if knowledge is None:
-        return {"text": None, "signature": None, "delivered": False, "problems": []}
+        return {"text": None, "signature": None, "delivered": False, "problems": list(problems)}
     return {"text": knowledge.text, "signature": knowledge.signature, "delivered": delivered,
-            "problems": list(knowledge.problems)}
+            "problems": list(problems)}
 
 
 @router.api_route("/{session_id:path}", methods=["GET", "PUT"], include_in_schema=False)

@@ -76,12 +76,17 @@ class Pattern:
         return {lead: tuple(needles) for lead, needles in found.items()}
 
     def excluded_at(self, subject: str, start: int) -> bool:
-        """True when a match at `start` follows one of the `not_after` words."""
+        """True when a match at `start` follows one of the `not_after` words. "n't" ends a word
+        ("don't", "can't"), so it needs no word boundary before it."""
         before = subject[max(0, start - 40) : start].lower().rstrip()
         return any(
-            before.endswith(word) and (len(before) == len(word) or not is_word_char(before[-len(word) - 1]))
+            before.endswith(word)
+            and (len(before) == len(word) or word.startswith(_CONTRACTED) or not is_word_char(before[-len(word) - 1]))
             for word in self.not_after
         )
+
+
+_CONTRACTED = ("n't", "n’t")  # not_after words that end a word rather than stand alone
 
 
 @dataclass(frozen=True)

@@ -278,8 +278,11 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     existing = similar or (titled if titled is not None and agents_own(workspace, titled) else None)
     document = None
     if existing is not None:
-        # An entry written from outside content stays marked so: its new text may come from it.
+        # An entry written from outside content stays marked so (its new text may come from it),
+        # with the source that read that content.
         update = {**meta, "untrusted": ctx.untrusted or existing.untrusted}
+        if existing.untrusted and not ctx.untrusted and isinstance(source := existing.meta.get("source"), str):
+            update["source"] = source
         try:  # as it was when found to be its own: an edit since makes it the person's
             document = workspace.vault.update("memory", existing.key, update, body, expected_revision=existing.revision)
             verb = "Updated"

@@ -44,6 +44,12 @@ def skill_save(ctx: ToolContext, name: str, steps: str) -> str:
         document = workspace.vault.create("skill", key, meta, body)
         verb = "Saved"
     workspace.index.update(document.path)
-    if key != named:
-        return f"{verb} skill {key}, beside the skill {named}, which is left as it is."
-    return f"{verb} skill {key}."
+    said = f"{verb} skill {key}"
+    taken = workspace.index.get("skill", named)
+    if key != named and taken is not None and workspace.visible(taken):  # a withheld one is not named
+        said += f", beside the skill {named}, which is left as it is"
+    threat = document.meta.get("threat")
+    if isinstance(threat, dict) and threat.get("flagged"):
+        return (f"{said}, but it reads like instructions ({', '.join(threat.get('patterns', []))}), so it is "
+                "flagged for the person to review and will not be shown to you.")
+    return f"{said}."
