@@ -82,7 +82,10 @@ NOTES = [
     "turn: both modes in both), and the slow one came more often as the afternoon went on; timed alone in a "
     "new process, five scans each, the code before today's changes and today's in turn, twice: medians 0.99 "
     "and 1.01 s against 1.02 and 1.02 s (20 MB/s), no slow scan among them. Probably memory: one scan makes "
-    "half a dozen strings of 80 MB (four bytes a character), fresh pages each time. Where the "
+    "half a dozen strings of 80 MB (four bytes a character), fresh pages each time. The code from before "
+    "today's changes (set 6) and today's (set 7), in turn in new processes, twice each at 16:27 UTC, one core: "
+    "notes in batches 28.0 and 29.1 against 27.0 and 26.6 MB/s, 4 KB files by `scan()` 26.8 and 27.4 against "
+    "26.9 and 24.8: set 7 costs a few percent, and both ran slower in the afternoon than in the morning. Where the "
     "long text's second goes (cProfile, 1.1 s with the profiler): making its views 0.40 s, the Hyperscan "
     "passes 0.41 s (of which Hyperscan itself 0.17 s, the rest the lower-cased views' UTF-8), the findings "
     "0.28 s, of which 0.16 s is the flat view as written, made only to quote the two excerpts; left as it is.",
