@@ -143,15 +143,14 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     return 0
 
 
-def _doctors_patterns(settings: Settings) -> tuple[PatternSet | None, str | None]:
-    """(the shipped set, why the vault's own do not load) when they do not, else (None, None):
-    doctor reports a broken pattern as one problem and still examines everything else."""
+def _doctors_patterns(settings: Settings) -> tuple[PatternSet, str | None]:
+    """(the vault's set, None), or (the shipped set, why the vault's own do not load): doctor
+    reports a broken pattern as one problem and still examines everything else."""
     from sentient.workspace import load_patterns
     try:
-        load_patterns(settings)
+        return load_patterns(settings), None
     except ConfigError as exc:
         return PatternSet.load(), exc.message
-    return None, None
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
@@ -763,7 +762,7 @@ def run(argv: list[str]) -> int:
         if args.command == "doctor":
             args.patterns, args.patterns_error = _doctors_patterns(settings)
             if args.patterns_error is None:
-                with open_workspace(settings) as workspace:
+                with open_workspace(settings, args.patterns) as workspace:
                     return handler(args, workspace)
             with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:  # an index of its own
                 with open_workspace(settings, args.patterns, Path(apart) / "index.sqlite") as workspace:

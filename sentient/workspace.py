@@ -172,10 +172,10 @@ def _stat(path: Path | None) -> tuple[int, int] | None:
 
 
 def open_workspace(settings: Settings, patterns: PatternSet | None = None, index_path: Path | None = None) -> Workspace:
-    """The vault with its index and judge. `patterns`: the set to judge with instead of the
-    vault's, and then `index_path`: an index file of its own (doctor's, when the vault's
-    patterns do not load: the vault's index holds the verdicts of the vault's set, which a
-    server may be judging with, and must not be given another set's)."""
+    """The vault with its index and judge. `patterns`: the set to judge with, already loaded
+    (the vault's; or doctor's shipped set when the vault's do not load). `index_path`: an index
+    file of its own (doctor's then: the vault's index holds the verdicts of the vault's set,
+    which a server may be judging with, and must not be given another set's)."""
     judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
     return Workspace(settings, vault, judge, index_path=index_path)
