@@ -213,10 +213,14 @@ class ThreatJudge:
 
     def _name_judged(self, key: str, judgment: Judgment, patterns: PatternSet) -> Judgment:
         with self._lock:
-            self._names[(key, patterns.fingerprint)] = judgment
-            while len(self._names) > self.max_entries:
-                self._names.popitem(last=False)
+            self._keep(self._names, {(key, patterns.fingerprint): judgment})
         return judgment
+
+    def _keep(self, cache: OrderedDict[tuple[str, str], Judgment], judged: Mapping[tuple[str, str], Judgment]) -> None:
+        """Add judgments to a cache, dropping its oldest beyond max_entries (under the lock)."""
+        cache.update(judged)
+        while len(cache) > self.max_entries:
+            cache.popitem(last=False)
 
     def _judge(self, subject: Shown | str, revision: str | None) -> Judgment:
         self.reload()
@@ -234,9 +238,7 @@ class ThreatJudge:
         text = subject if isinstance(subject, str) else judged_text(subject)  # only now: a lookup needs none
         judgment = judge_text(text, patterns, key_revision)
         with self._lock:
-            self._cache[key] = judgment
-            while len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+            self._keep(self._cache, {key: judgment})
         return judgment
 
     def clean(self, revision: str, fingerprint: str) -> Judgment | None:
@@ -251,9 +253,8 @@ class ThreatJudge:
         with self._lock:
             judgment = self._cache.get(key)
             if judgment is None:
-                judgment = self._cache[key] = _judgment((), patterns, revision)
-                while len(self._cache) > self.max_entries:
-                    self._cache.popitem(last=False)
+                judgment = _judgment((), patterns, revision)
+                self._keep(self._cache, {key: judgment})
             return judgment
 
     def judge_many(self, subjects: Sequence[Shown | str]) -> list[Judgment]:
@@ -272,9 +273,7 @@ class ThreatJudge:
         judged = {keys[n]: _judgment(tuple(findings), patterns, keys[n][0])
                   for n, findings in zip(missing, scan_many(texts, patterns), strict=True)}  # fmt: skip
         with self._lock:
-            self._cache.update(judged)
-            while len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+            self._keep(self._cache, judged)
         found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
         with self._lock:  # the ids not judged yet, together too
             names = {key for s in subjects if not isinstance(s, str) and isinstance(key := getattr(s, "key", None), str)
