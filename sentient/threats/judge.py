@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sentient.threats.batch import scan_many
@@ -205,7 +205,8 @@ class ThreatJudge:
             named = self._name_judged(key, judge_text(_as_words(key), patterns), patterns)
         if not named.flagged:
             return judgment
-        new = tuple(finding for finding in named.findings if finding.pattern_id not in judgment.patterns)
+        new = tuple(replace(finding, excerpt=f"{finding.excerpt} (in its id, {key})")  # where to look for it
+                    for finding in named.findings if finding.pattern_id not in judgment.patterns)
         if not new:
             return judgment
         return Judgment(judgment.revision, True, judgment.patterns + tuple(f.pattern_id for f in new),
