@@ -292,7 +292,7 @@ def test_scan_reports_a_file_that_is_not_text(
 def test_scan_of_a_folder_reports_every_file_in_order_scanned_in_batches(
     make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "SCANNED_TOGETHER", 3)  # a few batches, one with a file that is not text
+    monkeypatch.setattr(cli_module.scan, "SCANNED_TOGETHER", 3)  # a few batches, one with a file that is not text
     vault = make_vault("basic")
     folder = vault / "inbox"
     folder.mkdir()

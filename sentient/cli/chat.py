@@ -1,0 +1,39 @@
+"""`sentient chat`: the agent in the terminal, with line editing and history where there is readline."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import suppress
+from typing import Any
+
+try:
+    import readline
+except ImportError:  # not on every platform; the chat works without line editing
+    readline = None  # type: ignore[assignment]
+
+from sentient.workspace import Workspace
+
+
+def add_parser(sub: Any) -> None:
+    chat = sub.add_parser("chat", help="chat with the agent in the terminal")
+    chat.set_defaults(handler=cmd_chat)
+
+
+def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.agent.turn import open_agent
+    from sentient.chat import repl
+
+    history = workspace.vault.state_dir / "chat_history"
+    if readline is not None:
+        with suppress(OSError):
+            history.parent.mkdir(parents=True, exist_ok=True)
+            readline.read_history_file(history)
+    agent = open_agent(workspace, os.environ)
+    try:
+        return repl(agent, input, print)
+    finally:
+        agent.close()
+        if readline is not None:
+            with suppress(OSError):
+                readline.write_history_file(history)

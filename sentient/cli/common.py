@@ -1,0 +1,97 @@
+"""What the command groups share: counting what a vault holds, a progress bar, and the argparse
+types and checks of what a person types or pipes in."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from sentient.errors import SentientError
+
+KIND_LABELS = {
+    "memory": ("memory entry", "memory entries"),
+    "note": ("pinned note", "pinned notes"),
+    "plan": ("plan", "plans"),
+    "skill": ("skill", "skills"),
+    "session": ("session", "sessions"),
+    "task": ("task", "tasks"),
+    "notepad": ("notepad", "notepads"),
+    "run": ("task run", "task runs"),
+    "people": ("fact set", "fact sets"),
+}
+
+
+def plural(count: int, kind: str) -> str:
+    one, many = KIND_LABELS.get(kind, (kind, kind + "s"))
+    return f"{count} {one if count == 1 else many}"
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only for a terminal and only for long work."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < 500 or (done % 200 and done != total):
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        bar = "#" * filled + "." * (width - filled)
+        print(f"\r{self.label} [{bar}] {done}/{total}", end="", file=self.stream, flush=True)
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            print(file=self.stream)
+
+
+def count_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from low to high."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give one from {low} to {high}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give a number from {low} to {high}")
+        return value
+
+    return count
+
+
+def entry_text(text: str) -> str:
+    """An argparse type: an entry's text, which must say something (like its title)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty; write what the entry says, or - to read it from stdin")
+    return text
+
+
+def utf8_argument(text: str, name: str) -> str:
+    """The argument as given, or a SentientError naming it when it was not UTF-8: Python hands
+    over the bytes of an argument that are not UTF-8 as lone surrogates (surrogateescape), which
+    no file of the vault can hold and no search can match."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        at = len(text[: exc.start].encode("utf-8"))
+        raise SentientError(f"{name} is not UTF-8 (byte {at}); type it again in UTF-8, or set the terminal's "
+                            "encoding and the locale to UTF-8 (LANG=C.UTF-8, say)") from None
+    return text
+
+
+def read_stdin() -> str:
+    """All of stdin, which must be UTF-8 (a byte-order mark is dropped); a SentientError saying
+    where it is not."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SentientError(f"stdin is not UTF-8 (byte {exc.start}); convert it first, e.g. "
+                            "`iconv -f latin1 -t utf-8 FILE | sentient memory add TITLE -`") from None

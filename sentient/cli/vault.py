@@ -1,0 +1,174 @@
+"""`sentient init`, `index`, `search` and `doctor`: make a vault, index it, search it, examine it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sentient.cli.common import Progress, count_in, plural, utf8_argument
+from sentient.config import Settings
+from sentient.errors import ConfigError
+from sentient.threats import PatternSet
+from sentient.vault.kinds import KINDS, one_line
+from sentient.workspace import Workspace
+
+
+def add_parser(sub: Any) -> None:
+    init = sub.add_parser("init", help="make a new vault (git-ready)")
+    init.add_argument("path", help="folder for the new vault")
+    init.set_defaults(handler=None)
+
+    index = sub.add_parser("index", help="bring the search index up to date")
+    index.add_argument("--rebuild", action="store_true", help="redo the index from the files")
+    index.set_defaults(handler=cmd_index)
+
+    search = sub.add_parser("search", help="search the vault")
+    search.add_argument("query", nargs="+", help="words to look for")
+    search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file")
+    search.add_argument("--limit", type=count_in(1, 100), default=10, help="how many hits, 1-100 (default 10)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(handler=cmd_search)
+
+    doctor = sub.add_parser("doctor", help="report unreadable and flagged files and what to do")
+    doctor.add_argument("--no-models", action="store_true", help="skip asking each model for a one-token answer")
+    doctor.add_argument("--record", action="store_true",
+                        help="write the current revision and threat judgment into files edited outside Sentient")
+    doctor.set_defaults(handler=cmd_doctor)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from sentient.vault.layout import init_vault
+    for step in init_vault(Path(args.path)):
+        print(step)
+    print(f"next: cd {args.path} && sentient doctor")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
+    progress = Progress("indexing")
+    index = workspace.index
+    report = index.rebuild(progress) if args.rebuild else index.sync(progress)
+    progress.finish()
+    counts: dict[str, int] = {}
+    for doc in index.documents():
+        counts[doc.kind] = counts.get(doc.kind, 0) + 1
+    held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
+    print(f"{workspace.vault.root}: {held or 'nothing yet'}")
+    problems = f"; {report.problems} unreadable (see `sentient doctor`)" if report.problems else ""
+    print(
+        f"indexed in {report.elapsed:.2f} s: {report.added} added, {report.updated} updated, "
+        f"{report.removed} removed, {report.unchanged} unchanged{problems}"
+    )
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.memory import judge_hit
+    query = utf8_argument(" ".join(args.query), "the query")
+    workspace.index.sync()
+    hits = workspace.index.search(query, kind=args.kind, limit=args.limit)
+    judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
+    if args.json:
+        rows = [
+            {
+                "kind": hit.kind,
+                "id": hit.key,
+                "path": str(hit.path),
+                "title": one_line(hit.title),
+                "snippet": hit.snippet,
+                "score": round(hit.score, 4),
+                "flagged": entry is not None and entry.flagged,
+                "withheld": entry is not None and entry.withheld,
+                "patterns": list(entry.patterns) if entry is not None else [],
+            }
+            for hit, entry in zip(hits, judged, strict=True)
+        ]
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("no matches")
+        return 0
+    for rank, (hit, entry) in enumerate(zip(hits, judged, strict=True), 1):
+        mark = "!" if entry is not None and entry.withheld else ("~" if entry is not None and entry.flagged else " ")
+        print(f"{rank:>2}.{mark}[{hit.kind}] {hit.key}  {one_line(hit.title)}  ({hit.score:.2f})")
+        print(f"    {hit.path}")
+        if entry is not None and entry.flagged:
+            state = "allowed by you at this revision" if entry.allowed else "flagged: withheld from the model"
+            print(f"    {state} ({', '.join(entry.patterns)}); see `sentient memory show {entry.ref}`")
+        if hit.snippet:
+            print(f"    {hit.snippet}")
+    return 0
+
+
+def doctors_patterns(settings: Settings) -> tuple[PatternSet, str | None]:
+    """(the vault's set, None), or (the shipped set, why the vault's own do not load): doctor
+    reports a broken pattern as one problem and still examines everything else."""
+    from sentient.workspace import load_patterns
+    try:
+        return load_patterns(settings), None
+    except ConfigError as exc:
+        return PatternSet.load(), exc.message
+
+
+def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.doctor import allow_command, examine
+    from sentient.llm import LLM
+    from sentient.record import record, stale
+    broken = getattr(args, "patterns_error", None)
+    if broken:
+        print(f"error: the vault's own threat patterns do not load: {broken}\n"
+              "      until they do, `sentient serve` refuses to start, and this report judges with the "
+              "shipped patterns alone" + (" (so --record writes nothing)" if args.record else ""), file=sys.stderr)
+    if args.record and not broken:
+        recorded = record(workspace)
+        print(f"recorded the revision and judgment of {plural(len(recorded.written), 'file')}")
+        for path in recorded.written:
+            print(f"  {path}")
+        for message in recorded.failed:
+            print(f"  not recorded: {message}")
+    llm = None if args.no_models else LLM(workspace.settings, os.environ)
+    try:
+        diagnosis = examine(workspace, llm)
+    finally:
+        if llm is not None:
+            llm.close()
+    held = ", ".join(plural(n, k) for k, n in diagnosis.counts.items() if n)
+    print(f"vault {diagnosis.vault}: {held or 'empty'}")
+    for note in diagnosis.notes:
+        print(note)
+    for check in diagnosis.models:
+        state = "answers" if check.ok else "does NOT answer"
+        print(f"model {check.model} ({', '.join(check.roles)}) {state}: {check.message}")
+    if diagnosis.withheld:
+        print(f"\n{len(diagnosis.withheld)} file(s) read like instructions; they are kept but never shown to "
+              "the model:")
+        for entry in diagnosis.withheld:
+            print(f"  ! {entry.path}")
+            for match in entry.matches:
+                print(f"      {match}")
+            print(f"      fine after all? allow it: {allow_command(entry, memory=workspace.settings.features.memory)}")
+    if diagnosis.allowed:
+        print(f"\n{len(diagnosis.allowed)} file(s) read like instructions but you allowed them at their current "
+              "revision, so the model is shown them (an edit judges them again):")
+        for entry in diagnosis.allowed:
+            print(f"  ~ {entry.path}")
+            for match in entry.matches:
+                print(f"      {match}")
+    if diagnosis.problems:
+        print(f"\n{len(diagnosis.problems)} file(s) could not be read and are left out:")
+        for problem in diagnosis.problems:
+            print(f"  {problem.path}")
+            print(f"      {problem.reason}. {problem.fix}")
+    else:
+        print("every file reads fine")
+    if not args.record and (edited := len(stale(workspace))):
+        print(f"{plural(edited, 'file')} edited outside Sentient: the revision and threat judgment in their "
+              "frontmatter are out of date (harmless: the index has the current ones); "
+              "`sentient doctor --record` writes the current ones in")
+    if broken:
+        return 2
+    return 0 if diagnosis.healthy else 1
