@@ -84,7 +84,7 @@ def serve(vault: Path, port: int) -> None:
     from sentient.config import load_settings
 
     register_instant_model()
-    app = create_app(load_settings(vault, {"SENTIENT_MODEL": "scripted/test"}), environ={})
+    app = create_app(load_settings(vault, {"SENTIENT_MODEL": "scripted/test"}), environ={}, schedule=False)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

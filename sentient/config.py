@@ -10,15 +10,25 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from sentient.errors import ConfigError
 
 CONFIG_FILE = "sentient.yaml"
 LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
 CHARS_PER_TOKEN = 4  # about, in English: what a budget in tokens holds in characters
+
+
+def zone_named(name: str) -> ZoneInfo:
+    """The IANA time zone `name` (Europe/Berlin, UTC); ValueError saying what to write instead."""
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{name!r} is not a known time zone; use an IANA name such as Europe/Berlin, "
+                         "America/New_York or UTC") from None
 
 
 def is_local(model: str) -> bool:
@@ -73,6 +83,13 @@ class NotifySettings(_Section):
     webhook_url: str | None = None  # where notify(text) posts JSON {"text": ...}
 
 
+class TaskSettings(_Section):
+    """Tasks run by `serve` (docs/tasks.md)."""
+
+    max_parallel: int = Field(default=1, ge=1, le=16)  # runs at once; more wait their turn
+    timeout: float = Field(default=600.0, gt=0)  # seconds a run may take; over it, it fails
+
+
 class ThreatSettings(_Section):
     patterns: list[dict[str, Any]] = []  # extra patterns of this vault (docs/security.md)
     file: str | None = None  # a YAML file of extra patterns, relative to the vault
@@ -92,6 +109,7 @@ class Settings(_Section):
 
     vault: Path = Path(".")
     model: str = "local"
+    timezone: str | None = None  # an IANA name (Europe/Berlin) for task schedules; None: the machine's
     models: Models = Models()
     features: Features = Features()
     limits: Limits = Limits()
@@ -99,9 +117,17 @@ class Settings(_Section):
     api: ApiSettings = ApiSettings()
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
+    tasks: TaskSettings = TaskSettings()
     threats: ThreatSettings = ThreatSettings()
     local: LocalSettings = LocalSettings()
     _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
+
+    @field_validator("timezone")
+    @classmethod
+    def known_zone(cls, name: str | None) -> str | None:
+        if name is not None:
+            zone_named(name)  # ValueError saying what to write instead
+        return name
 
     @property
     def state_dir(self) -> Path:
@@ -285,6 +311,8 @@ def _problem(error: Any) -> str:
     """One validation error as a person reads it: unknown keys get the nearest known one."""
     loc = tuple(error["loc"])
     dotted = ".".join(str(p) for p in loc)
+    if error["type"] == "value_error":  # our own validators' words, without pydantic's "Value error, "
+        return f"{dotted}: {error['ctx']['error']}"
     if error["type"] != "extra_forbidden":
         return f"{dotted}: {error['msg']}"
     name = str(loc[-1])

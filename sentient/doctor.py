@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sentient.errors import BadFile
 from sentient.llm import LLM
 from sentient.memory import EntryView, flagged_everywhere
+from sentient.tasks.spec import task_spec
+from sentient.tools import build_registry
 from sentient.vault import Problem
 from sentient.vault.kinds import KINDS
 from sentient.workspace import Workspace
@@ -70,6 +73,19 @@ def check_models(llm: LLM, timeout: float = 60.0) -> list[ModelCheck]:
     return checks
 
 
+def task_problems(workspace: Workspace) -> list[Problem]:
+    """Tasks whose file reads fine but cannot be run as written (a bad schedule, time zone, role,
+    tool or pin): each with the fix. The scheduler leaves them out and runs the others."""
+    tools = build_registry(workspace.settings).names()
+    problems = []
+    for document in workspace.vault.scan({"task"}).documents:
+        try:
+            task_spec(document, workspace.settings, tools)
+        except BadFile as exc:
+            problems.append(Problem(exc.path, exc.reason, exc.fix, "task"))
+    return problems
+
+
 def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
     """Bring the index up to date and report what it holds, what it could not read, what is
     flagged, and (given a model client) whether each model answers."""
@@ -79,7 +95,7 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
     return Diagnosis(
         vault=str(workspace.vault.root),
         counts={name: counts.get(name, 0) for name in KINDS},
-        problems=index.problems(),
+        problems=index.problems() + task_problems(workspace),
         flagged=flagged_everywhere(workspace),
         models=check_models(llm) if llm is not None else [],
     )

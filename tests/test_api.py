@@ -100,7 +100,7 @@ def serve(scripted: Scripted) -> Iterator[Serve]:
         def start(vault: Path, *, environ: dict[str, str] | None = None, no_wait: bool = False) -> TestClient:
             settings = settings_for(vault, **(environ or {}))
             llm = LLM(settings, {}, sleep=lambda seconds: None) if no_wait else None  # retries without waiting
-            app = create_app(settings, environ={}, llm=llm, watch=False)
+            app = create_app(settings, environ={}, llm=llm, watch=False, schedule=False)
             client = TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"})
             return stack.enter_context(client)
 
@@ -134,7 +134,8 @@ def test_the_token_is_kept_in_the_state_folder_readable_by_its_owner_only(client
     token_file = basic / ".sentient" / "token"
     assert token_file.read_text().strip() == app_of(client).state.token
     assert token_file.stat().st_mode & 0o777 == 0o600
-    assert create_app(settings_for(basic), environ={}, watch=False).state.token == app_of(client).state.token
+    again = create_app(settings_for(basic), environ={}, watch=False, schedule=False)
+    assert again.state.token == app_of(client).state.token
 
 
 def test_docs_open_with_the_token_in_the_query_and_openapi_needs_it(client: TestClient) -> None:
@@ -156,7 +157,11 @@ def test_every_route_is_documented(client: TestClient) -> None:
 
 
 def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> None:
-    assert client.get("/api/health").json() == {
+    health = client.get("/api/health").json()
+    (digest,) = health.pop("tasks")  # the basic vault's one task, its next due time after its last scheduled run
+    assert digest["id"] == "weekly-digest" and digest["schedule"] == "0 9 * * 1" and digest["problem"] is None
+    assert digest["next_due"].startswith("2026-11-09T") and digest["running"] is None
+    assert health == {
         "status": "ok",
         "vault": str(basic.resolve()),
         "memory": "present",
@@ -451,7 +456,7 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCl
     so a bad input that reached one would fail with a 5xx."""
     vault = tmp_path_factory.mktemp("bad-input") / "basic"
     shutil.copytree(VAULTS / "basic", vault)
-    app = create_app(settings_for(vault), environ={}, watch=False)
+    app = create_app(settings_for(vault), environ={}, watch=False, schedule=False)
     with TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"}) as client:
         yield client, vault
 

@@ -140,8 +140,9 @@ def serve(scripted: Scripted) -> Iterator[Callable[..., Running]]:
     ports: list[int] = []
     with ExitStack() as stack:
 
-        def start(vault: Path, *, watch: bool = False) -> Running:
-            app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=watch)
+        def start(vault: Path, *, watch: bool = False, schedule: bool = False) -> Running:
+            app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=watch,
+                             schedule=schedule)
             ports.append(stack.enter_context(uvicorn_thread(app)))
             return Running(app, ports[-1], vault)
 

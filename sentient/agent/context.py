@@ -64,6 +64,7 @@ class TurnState:
     untrusted: bool = False
     untrusted_reasons: list[str] = field(default_factory=list)
     held: list[HeldCall] = field(default_factory=list)
+    notepad: str | None = None  # a recurring run's new notepad, pending until its final answer is recorded
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def mark_untrusted(self, reason: str) -> None:

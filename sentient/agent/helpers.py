@@ -12,7 +12,7 @@ from typing import Any
 
 from sentient.agent.context import ToolContext
 from sentient.agent.loop import cut_middle, run_loop
-from sentient.agent.tools import Tool, ToolRefused, refusal, tool
+from sentient.agent.tools import RECURRING_ONLY_TOOLS, Tool, ToolRefused, refusal, tool
 from sentient.vault import transcript
 from sentient.vault.store import iso
 
@@ -27,7 +27,7 @@ def helper_tools(ctx: ToolContext, wanted: list[str] | None) -> tuple[ToolContex
     """The child context and the tools a helper of `ctx` is offered."""
     registry = ctx.agent.registry
     parent_offer = frozenset(item.name for item in registry.offered(ctx))
-    child = ctx.child(parent_offer - HELPER_TOOLS)
+    child = ctx.child(parent_offer - HELPER_TOOLS - RECURRING_ONLY_TOOLS)  # the notepad is the run's own
     names = None if not wanted else [name for name in wanted if name not in HELPER_TOOLS]
     return child, registry.offered(child, names)
 

@@ -140,8 +140,11 @@ def run_loop(
     tool_choice: str | dict[str, Any] | None = None,
     on_message: OnMessage | None = None,
     on_text: Callable[[str], None] | None = None,
+    nudge: Callable[[str], str | None] | None = None,
 ) -> LoopResult:
-    """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`."""
+    """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`.
+    `nudge(text)`: what to tell the model, once, when it answers without calling a tool though
+    it says it will (None: it has answered)."""
     offered = {item.name: item for item in tools if refusal(ctx, item.name) is None}
     schemas = [item.schema() for item in offered.values()] or None
     deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -149,6 +152,7 @@ def run_loop(
     room = TURN_RESULTS * ctx.agent.workspace.settings.result_chars  # for the tool results of this run
     emit = on_message or (lambda message: None)
     stopped = "step-limit"
+    nudged = nudge is None or not schemas
     for step in range(1, max_steps + 1):
         choice = tool_choice if step == 1 and schemas else None
         reply = _ask(llm, role, messages, schemas, choice, on_text)
@@ -156,7 +160,14 @@ def run_loop(
         messages.append(assistant)
         emit(assistant)
         if not reply.tool_calls:
-            return LoopResult(reply.text, step, calls, list(offered))
+            told = None if nudged or nudge is None else nudge(reply.text)
+            if told is None:
+                return LoopResult(reply.text, step, calls, list(offered))
+            nudged = True
+            reminder: Message = {"role": "user", "content": told}
+            messages.append(reminder)
+            emit(reminder)
+            continue
         for call in reply.tool_calls:
             record = run_tool_call(ctx, offered, call, room)
             room -= len(record.result)

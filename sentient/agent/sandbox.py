@@ -24,7 +24,7 @@ from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, failure, refusal, tool
 
 NOT_FOR_SCRIPTS = frozenset(
-    {"execute_code", "delegate_task", "delegate_tasks", "delegate_background", "read_with_reader"}
+    {"execute_code", "delegate_task", "delegate_tasks", "delegate_background", "read_with_reader", "task_notepad"}
 )
 TIME_LIMIT = 20.0
 MEMORY_LIMIT = 512 * 1024 * 1024

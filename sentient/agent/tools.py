@@ -63,6 +63,8 @@ def refusal(ctx: ToolContext, name: str) -> str | None:
     if name in RECURRING_ONLY_TOOLS and not ctx.recurring:
         return f"{name} is only available in runs of a recurring task."
     if ctx.allowed_tools is not None and name not in ctx.allowed_tools:
+        if ctx.depth == 0:
+            return f"{name} isn't available in this run: the task's `tools:` list leaves it out."
         return f"{name} isn't available to this helper: its parent was not offered it."
     return None
 

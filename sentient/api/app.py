@@ -3,9 +3,13 @@ watcher, and stops them cleanly. Nothing is built at import time."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -16,12 +20,15 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, health, memory, sessions, skills, v1
+from sentient.api import chat, health, memory, sessions, skills, tasks, v1
 from sentient.api.auth import load_or_create_token, require_token
 from sentient.config import Settings
 from sentient.errors import SentientError
 from sentient.llm import LLM
+from sentient.tasks.runner import Runner
+from sentient.tasks.scheduler import Scheduler
 from sentient.tools import build_registry
+from sentient.vault.store import utc_now
 from sentient.vault.transcript import writable
 from sentient.watcher import Watcher
 from sentient.workspace import open_workspace
@@ -107,9 +114,16 @@ def create_app(
     environ: Mapping[str, str] | None = None,
     llm: LLM | None = None,
     watch: bool = True,
+    schedule: bool = True,
+    clock: Callable[[], datetime] = utc_now,
+    tick: float = 1.0,
+    announce: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """The app for one vault. `environ` holds provider keys (named by api_key_env); `llm`
-    replaces the model client (tests); `watch` starts the file watcher."""
+    replaces the model client (tests); `watch` starts the file watcher, `schedule` the scheduler
+    (without it, tasks run only when asked); `clock` is what the
+    scheduler and the agent read the time from, every `tick` seconds (tests pass a fake one);
+    `announce` is told each task's next due time at start (serve prints them)."""
     token, _ = load_or_create_token(settings.state_dir)
 
     @asynccontextmanager
@@ -117,16 +131,28 @@ def create_app(
         workspace = open_workspace(settings)
         _ = workspace.judge.patterns.prefilter  # the scan's databases compiled (or loaded) now, not in a chat turn
         workspace.index.sync()
-        agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings))
-        watcher = Watcher(workspace) if watch else None
+        agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings), clock=clock)
+        runner = Runner(agent)
+        scheduler = Scheduler(workspace, runner, clock=clock, tools=agent.registry.names(), interval=tick)
+        runner.recover()  # runs a process left going when it ended: failed
+        scheduler.load()
+        watcher = Watcher(workspace, on_change=scheduler.on_change) if watch else None
         if watcher is not None:
             watcher.start()
         app.state.workspace, app.state.agent, app.state.watcher = workspace, agent, watcher
+        app.state.runner, app.state.scheduler = runner, scheduler
+        if announce is not None:
+            announce_tasks(scheduler, announce)
+        runner.start()
+        if schedule:
+            scheduler.start()
         try:
             yield
         finally:
+            scheduler.stop()
             if watcher is not None:
                 watcher.stop()
+            runner.stop()
             agent.close()
             workspace.close()
 
@@ -148,6 +174,7 @@ def create_app(
     app.include_router(chat.router, dependencies=protected)
     app.include_router(sessions.router, dependencies=protected)
     app.include_router(skills.router, dependencies=protected)
+    app.include_router(tasks.router, dependencies=protected)
     if settings.features.memory:  # absent, not switched off: the routes do not exist
         app.include_router(memory.router, dependencies=protected)
     app.include_router(v1.router, dependencies=protected)
@@ -162,6 +189,51 @@ def create_app(
         return get_swagger_ui_html(openapi_url=f"/openapi.json?token={token_query}", title="Sentient API")
 
     return app
+
+
+SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault listens, for `sentient task run`
+
+
+@contextmanager
+def advertise(state_dir: Path, url: str) -> Iterator[None]:
+    """Say, while serving, where this vault's server listens (`.sentient/server.json`: its URL
+    and process id), so that a command such as `sentient task run` hands its work to it."""
+    path = state_dir / SERVER_FILE
+    mine = json.dumps({"url": url, "pid": os.getpid()})
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(mine)
+    except OSError as exc:
+        log.warning("%s could not be written (%s): commands will run tasks themselves", path, exc)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            if path.read_text() == mine:  # not another server's, started since
+                path.unlink()
+
+
+SHOWN_TASKS = 10  # next due times serve prints at start; /api/health has them all
+
+
+def announce_tasks(scheduler: Scheduler, say: Callable[[str], None]) -> None:
+    """Each task's next due time (or why it has none), soonest first, a line each."""
+    plans = scheduler.overview()
+    if not plans:
+        say("tasks: none (add one with `sentient task add` or POST /api/tasks)")
+        return
+    for plan in plans[:SHOWN_TASKS]:
+        if plan["problem"]:
+            state = f"NOT scheduled: {plan['problem']} (see `sentient doctor`)"
+        elif plan["next_due"]:
+            state = f"next run {plan['next_due']} ({plan['when']})"
+        elif plan["schedule"] is None:
+            state = "runs when asked (no schedule)"
+        else:
+            state = "paused (enabled: false)" if plan["enabled"] is False else "done (its one run has run)"
+        say(f"task {plan['id']}: {state}")
+    if len(plans) > SHOWN_TASKS:
+        say(f"... and {len(plans) - SHOWN_TASKS} more tasks (GET /api/health lists them)")
 
 
 def _handlers(app: FastAPI) -> None:

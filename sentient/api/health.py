@@ -13,7 +13,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/api/health")
 def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
-    """Status, the vault, whether memory exists in this process, the watcher and the model."""
+    """Status, the vault, whether memory exists in this process, the watcher, the model, and each
+    task's next due time (`tasks`: soonest first; `problem` when its file cannot be run)."""
     watcher = request.app.state.watcher
     problems = workspace.index.problems()
     return {
@@ -25,4 +26,5 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "unreadable_files": len(problems),
         "pattern_set": workspace.judge.current().label,
         "pattern_problem": workspace.judge.problem,
+        "tasks": request.app.state.scheduler.overview(),
     }

@@ -56,7 +56,7 @@ def bind(args: argparse.Namespace, settings: Settings) -> socket.socket:
 def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
     import uvicorn
 
-    from sentient.api.app import create_app
+    from sentient.api.app import advertise, create_app
     from sentient.api.auth import load_or_create_token
 
     settings = workspace.settings
@@ -74,8 +74,9 @@ def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
     else:
         print(f"token: in {settings.state_dir / 'token'}")
     sys.stdout.flush()
-    app = create_app(settings, environ=os.environ)
+    app = create_app(settings, environ=os.environ, announce=lambda line: print(line, flush=True))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    with sock, suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has stopped gracefully, then raises it again
-        server.run(sockets=[sock])
+    local = "127.0.0.1" if host in ("0.0.0.0", "", "::") else shown_host  # where a command on this machine reaches it
+    with sock, advertise(settings.state_dir, f"http://{local}:{port}"), suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])  # Ctrl-C: uvicorn has stopped gracefully, then raises it again
     return 0 if server.started else 3  # 3: the app did not start (uvicorn logged why)

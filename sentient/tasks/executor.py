@@ -1,16 +1,71 @@
-"""Running a task once: a server-built prompt (the plan, with the session knowledge block as
-its synthetic first part), the tool loop, and a run file with its log and final answer."""
+"""Running a task once: its run file, its prompt, the tool loop, and what it leaves behind.
+
+`begin_run` takes the task's run lock (one run of a task at a time, across processes) and
+writes the run file (`queued`), so the run has its id at once; `execute` then runs it:
+
+- the system prompt carries the task: its plan, and for a recurring task what the last runs
+  told the person and the notepad (continuity.py), with the rule to report only what is new;
+  the kickoff message repeats the rule, with the session knowledge block as its first part;
+- the loop runs with the task's model role and tools (`task_notepad` too when it repeats);
+  every call is added to the run's log as it happens, so `sentient task run --wait` can follow;
+- the run is cancelled (a request seen before each step) or fails (an error, or
+  tasks.timeout passed) without touching the notepad; a run that finishes records its final
+  answer and summary first, and only then writes the note it saved, over the revision it read;
+- a task with `notify: true` sends its final answer through the notify tool's webhook.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from sentient.agent.loop import Message, run_loop
+from sentient.agent.tools import RECURRING_ONLY_TOOLS
 from sentient.agent.turn import Agent
+from sentient.errors import SentientError
+from sentient.tasks.continuity import Continuity, continuity
+from sentient.tasks.notepad import Kept, keep_run_note
+from sentient.tasks.runs import (
+    FINAL_HEADING,
+    GOING,
+    RunLock,
+    cancel_requested,
+    forget_cancel,
+    log_line,
+    new_body,
+    newest_runs,
+    summary_of,
+    with_log,
+)
+from sentient.tasks.spec import TaskSpec, task_spec
+from sentient.tools.web import NotSent, send_notification
+from sentient.vault import Vault
+from sentient.vault.document import Document
 from sentient.vault.store import iso
 
-FINAL_HEADING = "## Final answer"
+__all__ = ["FINAL_HEADING", "AlreadyRunning", "RunResult", "Started", "begin_run", "execute", "run_task"]
+
+log = logging.getLogger(__name__)
+ANNOUNCED = ("i'll", "i will", "let me", "i'm going to", "i am going to", "i shall", "now i'll", "next, i'll")
+NUDGE = ("You said you would do that, but you made no tool call. Make the call now{what}; then reply with your "
+         "final answer again, in full.")
+
+
+class AlreadyRunning(SentientError):
+    status = 409
+
+
+class Stopped(Exception):
+    """The run ends here: cancelled by the person, or out of time."""
+
+    def __init__(self, status: str, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -22,6 +77,22 @@ class RunResult:
     knowledge_signature: str | None
 
 
+@dataclass
+class Started:
+    """A run that has its file and holds its task's lock, waiting to be executed."""
+
+    task: str
+    run: str
+    trigger: str
+    lock: RunLock
+    note: str | None = None  # for its log: why it runs now (a slot missed while Sentient was not running)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}/{self.run}"
+
+
 def new_run_id(agent: Agent, task: str) -> str:
     base = "run-" + agent.clock().strftime("%Y%m%d-%H%M%S")
     candidate, n = base, 1
@@ -31,47 +102,260 @@ def new_run_id(agent: Agent, task: str) -> str:
     return candidate
 
 
-def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
-    """Run `task` now and record the run; a failure is recorded as a failed run."""
+def going_run(vault: Vault, task: str) -> str | None:
+    """The id of the run of `task` its files say is queued or running, if one is."""
+    for document in newest_runs(vault, task, 5):
+        if document.meta.get("status") in GOING:
+            return document.id
+    return None
+
+
+def begin_run(agent: Agent, task: str, trigger: str = "manual", note: str | None = None) -> Started:
+    """Take the task's run lock and write its run file (`queued`). AlreadyRunning when a run of
+    the task holds the lock (here or in another process); NotFound for no such task."""
     vault = agent.workspace.vault
-    spec = vault.get("task", task)
-    run = new_run_id(agent, task)
-    key = f"{task}/{run}"
-    started = iso(agent.clock())
-    vault.create("run", key, {"task": task, "status": "running", "trigger": trigger, "started": started})
-    ctx = agent.context(incognito=False, channel="task", session=None, run=key)
-    pins = [str(p) for p in spec.meta.get("pins") or []]
-    scope = spec.meta.get("scope") if isinstance(spec.meta.get("scope"), str) else None
-    knowledge = agent.knowledge.build(pins=pins, scope=scope, memory_allowed=ctx.memory_allowed)
-    plan = spec.body.strip()
-    most = agent.workspace.settings.knowledge_chars  # a plan as long as a session's pins and index may be
-    cut = f"\n... (the other {len(plan) - most:,} characters of the plan do not fit, so you have not seen them)"
-    prompt = (f"Task: {spec.title}\n\n{plan[:most] + cut if len(plan) > most else plan}\n\n"
-              "Carry out the plan now and end with your final answer.")
-    content: Any = prompt
+    vault.get("task", task)
+    lock = RunLock(vault, task)
+    if not lock.acquire():
+        going = going_run(vault, task)
+        raise AlreadyRunning(f"task '{task}' is running already{f' (run {going})' if going else ''}; wait for it to "
+                             "end, or cancel it")
+    try:
+        _mark_dead(agent, task)
+        run = new_run_id(agent, task)
+        vault.create("run", f"{task}/{run}", {"task": task, "status": "queued", "trigger": trigger}, new_body([]))
+    except BaseException:
+        lock.release()
+        raise
+    return Started(task, run, trigger, lock, note)
+
+
+def run_task(agent: Agent, task: str, *, trigger: str = "manual") -> RunResult:
+    """Run `task` now, in this thread, and record the run; a failure is recorded as a failed run."""
+    return execute(agent, begin_run(agent, task, trigger))
+
+
+class _Run:
+    """One run being executed: its context, its log as it grows, and the checks between steps."""
+
+    def __init__(self, agent: Agent, started: Started, spec: TaskSpec) -> None:
+        self.agent = agent
+        self.started = started
+        self.spec = spec
+        self.vault = agent.workspace.vault
+        self.deadline = time.monotonic() + agent.settings.tasks.timeout
+        allowed = None
+        if spec.tools is not None:
+            allowed = frozenset(spec.tools) | (RECURRING_ONLY_TOOLS if spec.recurring else frozenset())
+        self.ctx = agent.context(incognito=False, channel="task", session=None, run=started.key,
+                                 recurring=spec.recurring, allowed_tools=allowed)
+        self.calls: dict[str, tuple[str, Any]] = {}  # tool call id -> (name, arguments)
+
+    def note(self, *texts: str, meta: dict[str, Any] | None = None, answer: str | None = None,
+             kept: str | None = None) -> Document:
+        """Add lines to the run's log (and set frontmatter fields, its answer, the note it could not
+        keep), in one write."""
+        now = self.agent.clock()
+        return write_run(self.vault, self.started.key, *(log_line(now, text) for text in texts), meta=meta,
+                         answer=answer, note=kept)
+
+    def check(self) -> None:
+        """Stop here when the person asked to cancel, or the run is out of time."""
+        if self.started.cancel.is_set() or cancel_requested(self.vault, self.started.task, self.started.run):
+            raise Stopped("cancelled", "cancelled by the person")
+        if time.monotonic() > self.deadline:
+            limit = self.agent.settings.tasks.timeout
+            raise Stopped("failed", f"timed out: it ran longer than tasks.timeout ({limit:g} s)")
+
+    def on_message(self, message: Message) -> None:
+        """The loop's hook: log each tool call as its result comes in, then check."""
+        if message["role"] == "assistant":
+            for call in message.get("tool_calls") or ():
+                self.calls[call["id"]] = (call["function"]["name"], call["function"]["arguments"])
+        elif message["role"] == "tool":
+            name, arguments = self.calls.get(message.get("tool_call_id") or "", (message.get("name") or "?", ""))
+            shown = "" if name in RECURRING_ONLY_TOOLS else _arguments(arguments)
+            failed = str(message.get("content", "")).startswith("Error:")
+            self.note(f"tool {name}{shown}{' (error)' if failed else ''}")
+        self.check()
+
+    def nudge(self, text: str) -> str | None:
+        """What to tell a model that announced an action in an answer without calling a tool."""
+        if not announces(text):
+            return None
+        what = " (to keep the list: task_notepad(text=...))" if self.spec.recurring and self.ctx.state.notepad is None \
+            else ""
+        self.note("the model said it would act but made no call: told once to make it")
+        return NUDGE.format(what=what)
+
+
+def announces(text: str) -> bool:
+    """Does an answer end by announcing something it is about to do ("I'll save the list now",
+    "Let me note that")? Only its last two sentences count, and not a question to the person."""
+    tail = " ".join(text.strip().split())[-240:].lower().replace("\u2019", "'")
+    if not tail or tail.endswith("?"):
+        return False
+    sentences = [s.strip() for s in tail.replace("!", ".").split(".") if s.strip()][-2:]
+    return any(s.startswith(ANNOUNCED) or any(f" {a} " in f" {s} " for a in ANNOUNCED[:5]) for s in sentences)
+
+
+def write_run(vault: Vault, key: str, *lines: str, meta: dict[str, Any] | None = None, answer: str | None = None,
+              note: str | None = None) -> Document:
+    """Add log lines to a run file, and set its fields, answer and note not saved, in one write."""
+
+    def change(document: Document) -> Document:
+        return document.replace(meta, with_log(document.body, *lines, answer=answer, note=note))
+
+    return vault.update("run", key, transform=change)
+
+
+def _arguments(raw: Any) -> str:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return ""
+    if not value:
+        return ""
+    text = json.dumps(value, ensure_ascii=False)
+    return " " + (text if len(text) <= 200 else text[:199] + "…")
+
+
+def execute(agent: Agent, started: Started) -> RunResult:
+    """Run a begun run to its end and record it (see the module's doc). Never raises for the
+    run's own failure: that is recorded in the run file."""
+    vault = agent.workspace.vault
+    try:
+        try:
+            spec = task_spec(vault.get("task", started.task), agent.settings, agent.registry.names())
+        except SentientError as exc:
+            now = agent.clock()
+            write_run(vault, started.key, log_line(now, f"failed: {exc.message}"),
+                      meta={"status": "failed", "started": iso(now), "finished": iso(now),
+                            "summary": f"Failed: {exc.message}"[:160]})
+            return RunResult(started.task, started.run, "failed", "", None)
+        return _execute(_Run(agent, started, spec))
+    finally:
+        started.lock.release()
+        forget_cancel(vault, started.task, started.run)
+
+
+def _execute(run: _Run) -> RunResult:
+    agent, spec, ctx, started = run.agent, run.spec, run.ctx, run.started
+    remembered: Continuity | None = continuity(agent.workspace, spec.id, spec.zone) if spec.recurring else None
+    first = [remembered.log_line, *remembered.notes] if remembered is not None else [f"started ({started.trigger})"]
+    first += [started.note] if started.note else []
+    run.note(*first, meta={"status": "running", "started": iso(agent.clock())})
+    if remembered is not None and remembered.outside:
+        ctx.state.mark_untrusted(", ".join(remembered.outside))
+    most = agent.settings.knowledge_chars  # a plan as long as a session's pins and index may be
+    body = spec.body.strip()
+    plan = body
+    if len(body) > most:
+        plan = body[:most] + (f"\n... (the other {len(body) - most:,} characters of the plan do not fit, so you "
+                              "have not seen them)")
+        run.note(f"the plan was cut to its first {most:,} of {len(body):,} characters (chat.context_tokens sets "
+                 "what fits): shorten task.md")
+    knowledge = agent.knowledge.build(pins=list(spec.pins), scope=spec.scope, memory_allowed=ctx.memory_allowed)
+    if knowledge is not None and knowledge.outside:
+        ctx.state.mark_untrusted(f"the pinned {', '.join(knowledge.outside)}, written from outside content")
+    schedule = spec.describe() if spec.schedule is not None else ""
+    task_part = agent.prompts.render("task_run.md.j2", title=spec.title, plan=plan, schedule=schedule,
+                                     continuity=remembered)
+    kickoff = agent.prompts.render("task_kickoff.md.j2", title=spec.title, recurring=spec.recurring)
+    content: Any = kickoff
     if knowledge is not None:
-        content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": prompt}]
+        content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": kickoff}]
     messages: list[Message] = [
-        {"role": "system", "content": agent.system_prompt(ctx, prompt)},
+        {"role": "system", "content": agent.system_prompt(ctx, body) + "\n" + task_part},
         {"role": "user", "content": content},
     ]
-    log = [f"- {started[11:19]} started ({trigger})"]
-    if len(plan) > most:
-        log.append(f"- the plan was cut to its first {most:,} of {len(plan):,} characters (chat.context_tokens sets "
-                   "what fits): shorten task.md")
-    status, answer = "failed", ""
     try:
-        result = run_loop(agent.llm, "chat", messages, agent.registry.offered(ctx), ctx)
-        for call in result.calls:
-            log.append(f"- tool {call.name}{'' if call.ok else ' (error)'}")
-        status, answer = "succeeded", result.text
+        run.check()
+        result = run_loop(agent.llm, spec.role, messages, agent.registry.offered(ctx), ctx,
+                          on_message=run.on_message, nudge=run.nudge)
+    except Stopped as stop:
+        return _ended(run, stop.status, stop.why, knowledge.signature if knowledge else None)
     except Exception as exc:  # the run's failure is recorded in its file, not raised at the scheduler
-        log.append(f"- failed: {exc}")
-    finished = iso(agent.clock())
-    log.append(f"- {finished[11:19]} {status}")
-    body = "## Log\n\n" + "\n".join(log) + "\n"
-    if answer:
-        body += f"\n{FINAL_HEADING}\n\n{answer.strip()}\n"
-    meta = {"status": status, "finished": finished, "untrusted": ctx.untrusted}
-    vault.update("run", key, meta, body)
-    return RunResult(task, run, status, answer, knowledge.signature if knowledge else None)
+        log.warning("task %s run %s failed: %s", started.task, started.run, exc)
+        return _ended(run, "failed", f"failed: {exc}", knowledge.signature if knowledge else None)
+    answer = result.text.strip()
+    used = list(dict.fromkeys(call.name for call in result.calls if call.name not in RECURRING_ONLY_TOOLS))
+    held = [f"held: {h.tool} was not run ({h.reason}); outbound calls wait for the person" for h in ctx.state.held]
+    meta = {"status": "succeeded", "finished": iso(agent.clock()), "untrusted": ctx.untrusted,
+            "summary": summary_of(answer), "tools_used": used}
+    run.note(*held, "final answer recorded", meta=meta, answer=answer)  # the answer first: then the note
+    pending = ctx.state.notepad
+    if pending is not None and remembered is not None:
+        _keep_note(run, pending, remembered)
+    if spec.notify:
+        _notify(run, answer)
+    return RunResult(started.task, started.run, "succeeded", answer, knowledge.signature if knowledge else None)
+
+
+def _keep_note(run: _Run, text: str, remembered: Continuity) -> None:
+    if remembered.notepad_withheld:
+        kept = Kept(False, "the notepad is withheld (it reads like instructions), so a run does not write over it "
+                           "before the person has looked at it")
+    else:
+        kept = keep_run_note(run.agent.workspace, run.spec.id, text, remembered.notepad_revision,
+                             untrusted=run.ctx.untrusted, source=run.ctx.source)
+    if kept.saved:
+        run.note("notepad saved")
+        return
+    run.note(f"notepad not saved: {kept.why}; this run's note is kept below", kept=text)
+
+
+def _notify(run: _Run, answer: str) -> None:
+    """Send the final answer to the person's webhook (a flagged answer is not sent: it is withheld)."""
+    document = run.vault.get("run", run.started.key)
+    if not run.agent.workspace.visible(document):
+        run.note("not sent to the webhook: the run reads like instructions, so it is withheld (`sentient doctor`)")
+        return
+    payload = {"text": answer or document.meta.get("summary", ""), "source": run.ctx.source, "task": run.spec.id,
+               "run": run.started.run, "title": run.spec.title, "untrusted": run.ctx.untrusted}
+    try:
+        send_notification(run.agent.settings, payload)
+    except NotSent as exc:
+        run.note(f"not sent to the webhook: {exc}")
+        return
+    run.note("sent to the webhook (notify: true)")
+
+
+def _ended(run: _Run, status: str, why: str, signature: str | None) -> RunResult:
+    """Record a run that did not finish: the notepad is left as it was (a note it saved is kept in
+    the run file), and its summary says why."""
+    pending = run.ctx.state.notepad
+    lines = [why] + (["notepad not saved: the run did not finish; its note is kept below"] if pending else [])
+    meta = {"status": status, "finished": iso(run.agent.clock()), "untrusted": run.ctx.untrusted,
+            "summary": ("Cancelled by the person." if status == "cancelled" else f"Failed: {why}")[:160]}
+    run.note(*lines, meta=meta, kept=pending)
+    return RunResult(run.started.task, run.started.run, status, "", signature)
+
+
+def mark_cut_off(agent: Agent, task: str) -> list[str]:
+    """Runs of `task` left queued or running by a process that ended mid-run: marked failed,
+    saying so (when no run of it holds its lock). Returns their ids."""
+    lock = RunLock(agent.workspace.vault, task)
+    if not lock.acquire():
+        return []  # a run of it is going, in this process or another
+    try:
+        return _mark_dead(agent, task)
+    finally:
+        lock.release()
+
+
+def _mark_dead(agent: Agent, task: str) -> list[str]:
+    """With the task's run lock held, no run of it is going: any the newest files say is queued or
+    running was cut off. The newest run that ended is as far as one can be (each run begins here)."""
+    vault = agent.workspace.vault
+    marked = []
+    for document in newest_runs(vault, task):
+        if document.meta.get("status") not in GOING:
+            break
+        now = agent.clock()
+        write_run(vault, f"{task}/{document.id}",
+                  log_line(now, "failed: the process running it stopped before it ended (marked when Sentient "
+                                "started again)"),
+                  meta={"status": "failed", "finished": iso(now), "summary": "Failed: cut off when Sentient stopped."})
+        marked.append(document.id)
+    return marked

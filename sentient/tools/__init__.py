@@ -8,6 +8,7 @@ from sentient.agent.tools import MEMORY_FEATURE_TOOLS, Tool, ToolRegistry
 from sentient.config import Settings
 from sentient.tools.history import HISTORY_TOOL_SET
 from sentient.tools.memory import MEMORY_TOOL_SET
+from sentient.tools.notepad import NOTEPAD_TOOL_SET
 from sentient.tools.skills import skill_save
 from sentient.tools.web import WEB_TOOL_SET
 
@@ -18,6 +19,7 @@ ALL_TOOLS: tuple[Tool, ...] = (
     *WEB_TOOL_SET,
     *HELPER_TOOL_SET,
     execute_code,
+    *NOTEPAD_TOOL_SET,
 )
 
 

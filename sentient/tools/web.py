@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from typing import Any
 
 import httpx
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
+from sentient.config import Settings
 from sentient.knowledge import quoted_attribute, quoted_cut
 
 MAX_BYTES = 2 * 1024 * 1024
@@ -84,13 +86,29 @@ def notify(ctx: ToolContext, text: str) -> str:
     Args:
         text: the message to send.
     """
-    url = ctx.agent.settings.notify.webhook_url
-    if not url:
-        raise ToolRefused("no webhook is configured: the person can set notify.webhook_url in sentient.yaml")
-    response = httpx.post(url, json={"text": text, "source": ctx.source}, timeout=10.0)
-    if response.status_code >= 400:
-        raise ToolRefused(f"the webhook answered {response.status_code}")
+    try:
+        send_notification(ctx.agent.settings, {"text": text, "source": ctx.source})
+    except NotSent as exc:
+        raise ToolRefused(str(exc)) from None
     return "Sent."
+
+
+class NotSent(Exception):
+    """A notification that did not go out; the message says why."""
+
+
+def send_notification(settings: Settings, payload: dict[str, Any]) -> None:
+    """Post `payload` (its `text` and where it came from) to the person's webhook
+    (notify.webhook_url): the one channel of the notify tool and of a task's answers."""
+    url = settings.notify.webhook_url
+    if not url:
+        raise NotSent("no webhook is configured: the person can set notify.webhook_url in sentient.yaml")
+    try:
+        response = httpx.post(url, json=payload, timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise NotSent(f"the webhook could not be reached ({type(exc).__name__})") from None
+    if response.status_code >= 400:
+        raise NotSent(f"the webhook answered {response.status_code}")
 
 
 WEB_TOOL_SET = (web_fetch, notify)

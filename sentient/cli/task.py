@@ -1,0 +1,345 @@
+"""`sentient task ...`: list, show, add, run (and follow), runs, notepad, cancel.
+
+`task run` hands the run to the server when one serves this vault (it then runs beside the
+scheduler, and `--wait` follows its log); with no server it runs here, in the foreground.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from sentient.cli.common import count_in, read_stdin
+from sentient.errors import NotFound, SentientError
+from sentient.workspace import Workspace
+
+POLL = 0.25  # seconds between looks at a run file being followed
+
+
+def _tools(workspace: Workspace) -> frozenset[str]:
+    from sentient.tools import build_registry
+
+    return build_registry(workspace.settings).names()
+
+
+def _plans(workspace: Workspace) -> dict[str, dict[str, Any]]:
+    """Each task's next due time as `serve` would plan it now, from the files alone."""
+    from sentient.tasks.scheduler import Scheduler
+
+    scheduler = Scheduler(workspace, None, tools=_tools(workspace))
+    scheduler.load()
+    return {plan["id"]: plan for plan in scheduler.overview()}
+
+
+def cmd_task_list(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.executor import going_run
+    from sentient.tasks.manage import list_tasks
+
+    views, unreadable = list_tasks(workspace, _tools(workspace))
+    plans = _plans(workspace)
+    rows = []
+    for view in views:
+        shown = view.as_dict(workspace)
+        shown["next_due"] = plans.get(view.document.key, {}).get("next_due")
+        shown["running"] = going_run(workspace.vault, view.document.key)
+        rows.append(shown)
+    if args.json:
+        print(json.dumps({"tasks": rows, "unreadable": unreadable}, ensure_ascii=False, indent=2))
+        return 0
+    if not rows and not unreadable:
+        print("no tasks yet: add one with `sentient task add TITLE --plan TEXT --schedule '0 9 * * 1'`")
+    for row in rows:
+        if row["problem"]:
+            state = f"NOT scheduled: {row['problem']}"
+        elif row["running"]:
+            state = f"running now ({row['running']})"
+        elif not row["enabled"]:
+            state = "paused (enabled: false)"
+        elif row["next_due"]:
+            state = f"next {row['next_due']}"
+        else:
+            state = "runs when asked" if row["schedule"] is None else "done (its one run has run)"
+        print(f"{row['id']:<28} {row['when'] or '?':<34} {state}")
+        print(f"    {row['title']}")
+    for problem in unreadable:
+        print(f"unreadable: {problem}")
+    return 1 if unreadable or any(row["problem"] for row in rows) else 0
+
+
+def cmd_task_show(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.executor import going_run
+    from sentient.tasks.manage import get_task, list_runs
+
+    view = get_task(workspace, args.id, _tools(workspace))
+    shown = view.as_dict(workspace, full=True)
+    shown["next_due"] = _plans(workspace).get(args.id, {}).get("next_due")
+    shown["running"] = going_run(workspace.vault, args.id)
+    shown["recent_runs"] = list_runs(workspace, args.id, 5)
+    if args.json:
+        print(json.dumps(shown, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{shown['title']}  ({shown['path']})")
+    due = f", next {shown['next_due']}" if shown["next_due"] else ""
+    print(f"  when: {shown['when'] or shown['schedule']}{due}")
+    if shown["problem"]:
+        print(f"  NOT scheduled: {shown['problem']}")
+    if not shown["enabled"]:
+        print("  paused (enabled: false)")
+    for name in ("scope", "role", "tools", "pins"):
+        if shown[name]:
+            print(f"  {name}: {', '.join(shown[name]) if isinstance(shown[name], list) else shown[name]}")
+    if shown["notify"]:
+        print("  notify: each final answer goes to notify.webhook_url")
+    if shown["running"]:
+        print(f"  running now: {shown['running']} (`sentient task cancel {args.id}` stops it)")
+    if shown["goal"]:
+        print(f"\nGoal:\n{shown['goal']}")
+    print(f"\nPlan:\n{shown['plan']}")
+    _print_notepad(shown["notepad"], args.id)
+    if shown["recent_runs"]:
+        print("\nRecent runs:")
+        for run in shown["recent_runs"]:
+            print(_run_line(run))
+    return 0
+
+
+def _print_notepad(notepad: dict[str, Any] | None, task: str) -> None:
+    if notepad is None or not notepad["text"]:
+        print("\nNotepad: empty")
+        return
+    print(f"\nNotepad ({'written by ' + notepad['source'] if notepad['source'] else 'kept by its runs'}"
+          f"{', from outside content' if notepad['untrusted'] else ''}):")
+    if notepad["withheld"]:
+        print(f"  ! it reads like instructions ({', '.join(notepad['patterns'])}), so no run is shown it; "
+              f"fine after all? `sentient memory allow notepad:{task}`")
+    print(notepad["text"])
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    mark = "!" if run["withheld"] else " "
+    return f" {mark}{run['id']:<24} {run['status'] or '?':<10} {run['trigger'] or '':<9} {run['summary'] or ''}"
+
+
+def cmd_task_add(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.manage import create_task
+
+    plan = read_stdin() if args.plan == "-" else args.plan
+    fields = {"schedule": args.schedule, "timezone": args.timezone, "scope": args.scope, "role": args.role,
+              "tools": args.tools.split(",") if args.tools else None, "pins": args.pin or None,
+              "notify": True if args.notify else None, "enabled": False if args.disabled else None}
+    view = create_task(workspace, title=args.title, plan=plan, goal=args.goal or "", id=args.id, fields=fields,
+                       tools=_tools(workspace))
+    print(f"added task {view.document.key} ({view.document.path.relative_to(workspace.vault.root)}): "
+          f"runs {view.spec.describe() if view.spec else 'when asked'}")
+    next_due = _plans(workspace).get(view.document.key, {}).get("next_due")
+    if next_due:
+        print(f"next run {next_due}, while `sentient serve` runs (or now: `sentient task run {view.document.key}`)")
+    return 0
+
+
+def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.manage import get_task
+
+    get_task(workspace, args.id)  # NotFound before anything starts
+    server = _server(workspace)
+    if server is not None:
+        url, token = server
+        import httpx
+
+        answer = httpx.post(f"{url}/api/tasks/{args.id}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        if answer.status_code >= 400:
+            raise SentientError(answer.json().get("error", {}).get("message", answer.text))
+        run = str(answer.json()["run"])
+        print(f"started run {args.id}/{run} on the server at {url}")
+        if not args.wait:
+            print(f"follow it with `sentient task runs {args.id} {run}` (or run with --wait)")
+            return 0
+        return _follow(workspace, args.id, run)
+    return _run_here(workspace, args.id)
+
+
+def _server(workspace: Workspace) -> tuple[str, str] | None:
+    """(url, token) of a server serving this vault now, if one is (.sentient/server.json)."""
+    from sentient.api.auth import load_or_create_token
+
+    try:
+        found = json.loads((workspace.vault.state_dir / "server.json").read_text())
+        os.kill(int(found["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    token, _ = load_or_create_token(workspace.settings.state_dir)
+    import httpx
+
+    try:
+        health = httpx.get(f"{found['url']}/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    except httpx.HTTPError:
+        return None
+    if health.status_code != 200 or health.json().get("vault") != str(workspace.vault.root):
+        return None
+    return str(found["url"]), token
+
+
+def _run_here(workspace: Workspace, task: str) -> int:
+    """No server serves this vault: run the task in this process, following its log."""
+    from sentient.agent.turn import open_agent
+    from sentient.tasks.executor import begin_run, execute
+
+    agent = open_agent(workspace, os.environ)
+    try:
+        started = begin_run(agent, task, "manual")
+        print(f"started run {task}/{started.run} here (no server serves this vault); Ctrl-C cancels it")
+        worker = threading.Thread(target=execute, args=(agent, started), name="sentient-task", daemon=True)
+        worker.start()
+        try:
+            return _follow(workspace, task, started.run, worker)
+        except KeyboardInterrupt:
+            started.cancel.set()
+            print("\ncancelling: the run stops before its next step ...", file=sys.stderr)
+            worker.join()
+            return _follow(workspace, task, started.run)
+    finally:
+        agent.close()
+
+
+def _follow(workspace: Workspace, task: str, run: str, worker: threading.Thread | None = None) -> int:
+    """Print a run's log as it grows, then its final answer; 0 when it succeeded."""
+    from sentient.tasks.manage import get_run
+
+    printed = 0
+    while True:
+        try:
+            shown = get_run(workspace, task, run)
+        except NotFound:
+            raise SentientError(f"the run {task}/{run} is gone (its task was deleted?)") from None
+        for line in shown["log"][printed:]:
+            print(line, flush=True)
+        printed = len(shown["log"])
+        if shown["status"] not in ("queued", "running"):
+            break
+        if worker is not None and not worker.is_alive():
+            continue  # it ended between the two looks: one more look prints the rest
+        time.sleep(POLL)
+    print(f"\n{shown['status']}: {shown['summary'] or ''}")
+    if shown["answer"]:
+        print(f"\n{shown['answer']}")
+    if shown["note_not_saved"]:
+        print(f"\n(the note it saved was not kept:)\n{shown['note_not_saved']}")
+    return 0 if shown["status"] == "succeeded" else 1
+
+
+def cmd_task_runs(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.manage import get_run, list_runs
+
+    if args.run:
+        shown = get_run(workspace, args.id, args.run)
+        if args.json:
+            print(json.dumps(shown, ensure_ascii=False, indent=2))
+            return 0
+        print(f"{args.id}/{shown['id']}: {shown['status']} ({shown['trigger']}), started {shown['started'] or '-'}, "
+              f"finished {shown['finished'] or '-'}" + (", read outside content" if shown["untrusted"] else ""))
+        if shown["withheld"]:
+            print(f"! it reads like instructions ({', '.join(shown['patterns'])}): later runs are not told its answer")
+        print("\n" + "\n".join(shown["log"]))
+        if shown["note_not_saved"]:
+            print(f"\nNote it saved, not kept in the notepad:\n{shown['note_not_saved']}")
+        print(f"\nFinal answer:\n{shown['answer']}" if shown["answer"] else "\n(no final answer)")
+        return 0
+    runs = list_runs(workspace, args.id, args.limit)
+    if args.json:
+        print(json.dumps(runs, ensure_ascii=False, indent=2))
+        return 0
+    if not runs:
+        print(f"task {args.id} has not run yet (`sentient task run {args.id}`)")
+    for run in runs:
+        print(_run_line(run))
+    return 0
+
+
+def cmd_task_notepad(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.manage import notepad_view
+    from sentient.tasks.notepad import set_notepad
+
+    if args.clear or args.set is not None:
+        text = None if args.clear else (read_stdin() if args.set == "-" else args.set)
+        set_notepad(workspace, args.id, text)
+        print(f"notepad of {args.id} {'cleared' if not (text or '').strip() else 'saved'}")
+        return 0
+    workspace.vault.get("task", args.id)
+    _print_notepad(notepad_view(workspace, args.id), args.id)
+    return 0
+
+
+def cmd_task_cancel(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.tasks.executor import going_run, mark_cut_off
+    from sentient.tasks.runs import request_cancel
+
+    run = args.run or going_run(workspace.vault, args.id)
+    workspace.vault.get("task", args.id)
+    if run is None:
+        print(f"task {args.id} has no run going")
+        return 1
+    request_cancel(workspace.vault, args.id, run)
+    from sentient.agent.turn import open_agent
+
+    agent = open_agent(workspace, {})
+    try:
+        if run in mark_cut_off(agent, args.id):
+            print(f"run {args.id}/{run} was going nowhere (its process had ended): marked failed")
+            return 0
+    finally:
+        agent.close()
+    print(f"asked run {args.id}/{run} to stop: it does before its next step")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    task = sub.add_parser("task", help="recurring and one-off tasks: list, show, add, run, runs, notepad, cancel")
+    verbs = task.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="every task, its schedule and next run")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_task_list)
+    show = verbs.add_parser("show", help="one task: its plan, notepad, next run and recent runs")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_task_show)
+    add = verbs.add_parser("add", help="write a new task (tasks/<id>/task.md)")
+    add.add_argument("title")
+    add.add_argument("--plan", required=True, help="what each run does (markdown), or - to read it from stdin")
+    add.add_argument("--goal", help="why: what the person wants from it")
+    add.add_argument("--schedule", help="a cron line ('0 9 * * 1'), 'every 30m|6h|1d', 'once 2026-12-24T09:00'; "
+                                        "none: only when asked")
+    add.add_argument("--timezone", help="an IANA zone for the schedule (default: the vault's timezone, else the "
+                                        "machine's)")
+    add.add_argument("--id", help="its id (default: made from the title)")
+    add.add_argument("--scope", help="the memory scope its runs see (default: global)")
+    add.add_argument("--role", choices=("chat", "helper", "extraction"), help="the model role its runs use")
+    add.add_argument("--tools", help="comma-separated tools its runs may use (default: all)")
+    add.add_argument("--pin", action="append", help="note:ID or plan:ID every run is told about (repeatable)")
+    add.add_argument("--notify", action="store_true", help="send each final answer to notify.webhook_url")
+    add.add_argument("--disabled", action="store_true", help="write it paused (enabled: false)")
+    add.set_defaults(handler=cmd_task_add)
+    run = verbs.add_parser("run", help="run a task now (on the server when one serves this vault)")
+    run.add_argument("id")
+    run.add_argument("--wait", action="store_true", help="follow its log until it ends (always, with no server)")
+    run.set_defaults(handler=cmd_task_run)
+    runs = verbs.add_parser("runs", help="a task's runs, newest first, or one run's log and answer")
+    runs.add_argument("id")
+    runs.add_argument("run", nargs="?", help="one run's id: its log and final answer")
+    runs.add_argument("--limit", type=count_in(1, 500), default=20, help="how many, 1-500 (default 20)")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(handler=cmd_task_runs)
+    notepad = verbs.add_parser("notepad", help="show, set or clear what a task's runs keep for each other")
+    notepad.add_argument("id")
+    group = notepad.add_mutually_exclusive_group()
+    group.add_argument("--set", metavar="TEXT", help="its new text (at most 1,500 characters), or - for stdin")
+    group.add_argument("--clear", action="store_true", help="empty it")
+    notepad.set_defaults(handler=cmd_task_notepad)
+    cancel = verbs.add_parser("cancel", help="stop a run (default: the one going)")
+    cancel.add_argument("id")
+    cancel.add_argument("run", nargs="?")
+    cancel.set_defaults(handler=cmd_task_cancel)
