@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.api.memory import expected_revision
-from sentient.errors import SentientError, StaleRevision
+from sentient.errors import Conflict, SentientError, StaleRevision
 from sentient.tasks.manage import create_task, delete_task, edit_task, get_run, get_task, list_runs, list_tasks
 from sentient.tasks.notepad import set_notepad
 from sentient.tasks.runner import Runner
@@ -159,10 +159,8 @@ def remove_task(
     try:
         deleted = delete_task(workspace, task_id, expected_revision=expected,
                               running=_runner(request).running(task_id))
-    except SentientError as exc:
-        if exc.status == 409 and expected is not None and "run going" not in exc.message:
-            raise StaleRevision(exc.message) from exc
-        raise
+    except Conflict as exc:
+        raise StaleRevision(exc.message) from exc
     _scheduler(request).refresh(task_id)
     return deleted
 

@@ -37,8 +37,8 @@ def _plans(workspace: Workspace) -> dict[str, dict[str, Any]]:
 
 
 def cmd_task_list(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.tasks.executor import going_run
     from sentient.tasks.manage import list_tasks
+    from sentient.tasks.runs import going_run
 
     views, unreadable = list_tasks(workspace, _tools(workspace))
     plans = _plans(workspace)
@@ -72,8 +72,8 @@ def cmd_task_list(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_task_show(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.tasks.executor import going_run
     from sentient.tasks.manage import get_task, list_runs
+    from sentient.tasks.runs import going_run
 
     view = get_task(workspace, args.id, _tools(workspace))
     shown = view.as_dict(workspace, full=True)
@@ -275,24 +275,18 @@ def cmd_task_notepad(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_task_cancel(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.tasks.executor import going_run, mark_cut_off
-    from sentient.tasks.runs import request_cancel
+    from sentient.tasks.runs import going_run, mark_cut_off, request_cancel
+    from sentient.vault.store import utc_now
 
-    run = args.run or going_run(workspace.vault, args.id)
     workspace.vault.get("task", args.id)
+    run = args.run or going_run(workspace.vault, args.id)
     if run is None:
         print(f"task {args.id} has no run going")
         return 1
     request_cancel(workspace.vault, args.id, run)
-    from sentient.agent.turn import open_agent
-
-    agent = open_agent(workspace, {})
-    try:
-        if run in mark_cut_off(agent, args.id):
-            print(f"run {args.id}/{run} was going nowhere (its process had ended): marked failed")
-            return 0
-    finally:
-        agent.close()
+    if run in mark_cut_off(workspace.vault, args.id, utc_now):
+        print(f"run {args.id}/{run} was going nowhere (its process had ended): marked failed")
+        return 0
     print(f"asked run {args.id}/{run} to stop: it does before its next step")
     return 0
 

@@ -30,24 +30,20 @@ from sentient.errors import SentientError
 from sentient.tasks.continuity import Continuity, continuity
 from sentient.tasks.notepad import Kept, keep_run_note
 from sentient.tasks.runs import (
-    FINAL_HEADING,
-    GOING,
     RunLock,
     cancel_requested,
     forget_cancel,
+    going_run,
     log_line,
+    mark_dead,
     new_body,
-    newest_runs,
     summary_of,
-    with_log,
+    write_run,
 )
 from sentient.tasks.spec import TaskSpec, task_spec
 from sentient.tools.web import NotSent, send_notification
-from sentient.vault import Vault
 from sentient.vault.document import Document
 from sentient.vault.store import iso
-
-__all__ = ["FINAL_HEADING", "AlreadyRunning", "RunResult", "Started", "begin_run", "execute", "run_task"]
 
 log = logging.getLogger(__name__)
 ANNOUNCED = ("i'll", "i will", "let me", "i'm going to", "i am going to", "i shall", "now i'll", "next, i'll")
@@ -102,14 +98,6 @@ def new_run_id(agent: Agent, task: str) -> str:
     return candidate
 
 
-def going_run(vault: Vault, task: str) -> str | None:
-    """The id of the run of `task` its files say is queued or running, if one is."""
-    for document in newest_runs(vault, task, 5):
-        if document.meta.get("status") in GOING:
-            return document.id
-    return None
-
-
 def begin_run(agent: Agent, task: str, trigger: str = "manual", note: str | None = None) -> Started:
     """Take the task's run lock and write its run file (`queued`). AlreadyRunning when a run of
     the task holds the lock (here or in another process); NotFound for no such task."""
@@ -121,7 +109,7 @@ def begin_run(agent: Agent, task: str, trigger: str = "manual", note: str | None
         raise AlreadyRunning(f"task '{task}' is running already{f' (run {going})' if going else ''}; wait for it to "
                              "end, or cancel it")
     try:
-        _mark_dead(agent, task)
+        mark_dead(vault, task, agent.clock)
         run = new_run_id(agent, task)
         vault.create("run", f"{task}/{run}", {"task": task, "status": "queued", "trigger": trigger}, new_body([]))
     except BaseException:
@@ -197,16 +185,6 @@ def announces(text: str) -> bool:
         return False
     sentences = [s.strip() for s in tail.replace("!", ".").split(".") if s.strip()][-2:]
     return any(s.startswith(ANNOUNCED) or any(f" {a} " in f" {s} " for a in ANNOUNCED[:5]) for s in sentences)
-
-
-def write_run(vault: Vault, key: str, *lines: str, meta: dict[str, Any] | None = None, answer: str | None = None,
-              note: str | None = None) -> Document:
-    """Add log lines to a run file, and set its fields, answer and note not saved, in one write."""
-
-    def change(document: Document) -> Document:
-        return document.replace(meta, with_log(document.body, *lines, answer=answer, note=note))
-
-    return vault.update("run", key, transform=change)
 
 
 def _arguments(raw: Any) -> str:
@@ -330,32 +308,3 @@ def _ended(run: _Run, status: str, why: str, signature: str | None) -> RunResult
             "summary": ("Cancelled by the person." if status == "cancelled" else f"Failed: {why}")[:160]}
     run.note(*lines, meta=meta, kept=pending)
     return RunResult(run.started.task, run.started.run, status, "", signature)
-
-
-def mark_cut_off(agent: Agent, task: str) -> list[str]:
-    """Runs of `task` left queued or running by a process that ended mid-run: marked failed,
-    saying so (when no run of it holds its lock). Returns their ids."""
-    lock = RunLock(agent.workspace.vault, task)
-    if not lock.acquire():
-        return []  # a run of it is going, in this process or another
-    try:
-        return _mark_dead(agent, task)
-    finally:
-        lock.release()
-
-
-def _mark_dead(agent: Agent, task: str) -> list[str]:
-    """With the task's run lock held, no run of it is going: any the newest files say is queued or
-    running was cut off. The newest run that ended is as far as one can be (each run begins here)."""
-    vault = agent.workspace.vault
-    marked = []
-    for document in newest_runs(vault, task):
-        if document.meta.get("status") not in GOING:
-            break
-        now = agent.clock()
-        write_run(vault, f"{task}/{document.id}",
-                  log_line(now, "failed: the process running it stopped before it ended (marked when Sentient "
-                                "started again)"),
-                  meta={"status": "failed", "finished": iso(now), "summary": "Failed: cut off when Sentient stopped."})
-        marked.append(document.id)
-    return marked

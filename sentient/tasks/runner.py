@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 
 from sentient.agent.turn import Agent
-from sentient.tasks.executor import Started, begin_run, execute, mark_cut_off, write_run
-from sentient.tasks.runs import log_line, request_cancel
+from sentient.tasks.executor import Started, begin_run, execute
+from sentient.tasks.runs import log_line, mark_cut_off, request_cancel, write_run
 from sentient.vault.store import iso
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,10 @@ class Runner:
     def recover(self) -> list[str]:
         """Mark failed the runs a process left going when it ended ('task/run' of each)."""
         marked = []
-        for found in self.agent.workspace.vault.walk({"task"}):
+        vault = self.agent.workspace.vault
+        for found in vault.walk({"task"}):
             try:
-                marked += [f"{found.key}/{run}" for run in mark_cut_off(self.agent, found.key)]
+                marked += [f"{found.key}/{run}" for run in mark_cut_off(vault, found.key, self.agent.clock)]
             except Exception as exc:  # one task's runs that cannot be fixed up do not stop the others
                 log.warning("task %s: its cut-off runs could not be marked: %s", found.key, exc)
         return marked
@@ -77,7 +78,7 @@ class Runner:
         if started is not None and started.run == run:
             started.cancel.set()
         else:
-            mark_cut_off(self.agent, task)  # going nowhere (its process ended): marked now
+            mark_cut_off(self.agent.workspace.vault, task, self.agent.clock)  # going nowhere: its process ended
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait until no run is queued or running here; True when none is."""

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sentient.errors import BadFile
 from sentient.vault import Vault
 from sentient.vault.document import Document
+from sentient.vault.store import iso
 
 LOG_HEADING = "## Log"
 FINAL_HEADING = "## Final answer"
@@ -159,3 +161,49 @@ def cancel_requested(vault: Vault, task: str, run: str) -> bool:
 def forget_cancel(vault: Vault, task: str, run: str) -> None:
     with suppress(OSError):
         _cancel_marker(vault, task, run).unlink()
+
+
+def write_run(vault: Vault, key: str, *lines: str, meta: dict[str, Any] | None = None, answer: str | None = None,
+              note: str | None = None) -> Document:
+    """Add log lines to a run file, and set its fields, answer and note not saved, in one write."""
+
+    def change(document: Document) -> Document:
+        return document.replace(meta, with_log(document.body, *lines, answer=answer, note=note))
+
+    return vault.update("run", key, transform=change)
+
+
+def going_run(vault: Vault, task: str) -> str | None:
+    """The id of the run of `task` its files say is queued or running, if one is."""
+    for document in newest_runs(vault, task, 5):
+        if document.meta.get("status") in GOING:
+            return document.id
+    return None
+
+
+def mark_cut_off(vault: Vault, task: str, clock: Callable[[], datetime]) -> list[str]:
+    """Runs of `task` left queued or running by a process that ended mid-run: marked failed,
+    saying so (when no run of it holds its lock). Returns their ids."""
+    lock = RunLock(vault, task)
+    if not lock.acquire():
+        return []  # a run of it is going, in this process or another
+    try:
+        return mark_dead(vault, task, clock)
+    finally:
+        lock.release()
+
+
+def mark_dead(vault: Vault, task: str, clock: Callable[[], datetime]) -> list[str]:
+    """With the task's run lock held, no run of it is going: any the newest files say is queued or
+    running was cut off. The newest run that ended is as far as one can be (each run begins here)."""
+    marked = []
+    for document in newest_runs(vault, task):
+        if document.meta.get("status") not in GOING:
+            break
+        now = clock()
+        write_run(vault, f"{task}/{document.id}",
+                  log_line(now, "failed: the process running it stopped before it ended (marked when Sentient "
+                                "started again)"),
+                  meta={"status": "failed", "finished": iso(now), "summary": "Failed: cut off when Sentient stopped."})
+        marked.append(document.id)
+    return marked
