@@ -765,6 +765,8 @@ def describe_kinds(kinds: dict[str, int]) -> str:
 
 
 def timing_row(label: str, values: Timings, floor: Timings, floor_note: str = "") -> str:
+    if not values.values or not floor.values:  # a short run (--ticks 100) may start nothing
+        return f"| {label} | 0 | | | | | | |"
     return (f"| {label} | {len(values.values):,} | {us(values.p(0.5))} | {us(values.p(0.95))} | "
             f"{us(values.p(0.99))} | {us(max(values.values))} | {us(floor.p(0.5))} / {us(floor.p(0.95))}"
             f"{floor_note} | {ratio(values.p(0.95), floor.p(0.95))} |")
