@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -27,8 +27,10 @@ def zone_named(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"{name!r} is not a known time zone; use an IANA name such as Europe/Berlin, "
-                         "America/New_York or UTC") from None
+        known = {zone.lower(): zone for zone in available_timezones()}
+        close = known.get(name.strip().lower())
+        hint = f"did you mean {close}?" if close else "use an IANA name such as Europe/Berlin, America/New_York or UTC"
+        raise ValueError(f"{name!r} is not a known time zone; {hint}") from None
 
 
 def is_local(model: str) -> bool:

@@ -17,6 +17,8 @@ import pytest
 
 from sentient.api.app import create_app
 from sentient.config import load_settings
+from sentient.tasks.runs import RunLock
+from sentient.vault.store import Vault
 from tests.agent_support import SCRIPTED, configure
 from tests.scripted import Scripted, ScriptedReply, call, text
 from tests.test_api_server import Running, eventually, uvicorn_thread
@@ -157,3 +159,45 @@ def test_bad_requests_name_the_field_and_the_fix_and_write_nothing(server: Runni
                              headers={"If-Match": http.get(f"/api/tasks/{DIGEST}").json()["revision"]})
         assert resumed.status_code == 200 and resumed.json()["next_due"] is not None
         assert "enabled: true" in task_file.read_text()
+
+
+def test_a_schedule_out_of_range_is_refused_and_a_bad_file_stops_no_other_task(
+    server: Running, vault: Path
+) -> None:
+    with server.http() as http:
+        for schedule, timezone in [("every 600000w", None), ("once 9999-12-31T23:59", "Etc/GMT+12"),
+                                   ("once 2020-12-24T09:00", None)]:
+            body = {"title": "Far", "plan": "x", "schedule": schedule, **({"timezone": timezone} if timezone else {})}
+            refused = http.post("/api/tasks", json=body)
+            assert refused.status_code == 400, refused.text
+            assert "schedule:" in refused.json()["error"]["message"] and not (vault / "tasks" / "far").exists()
+        (vault / "tasks" / "far").mkdir()  # the same, written in an editor: reported, the others planned
+        (vault / "tasks" / "far" / "task.md").write_text("---\nschedule: once 9999-12-31T23:59\ntimezone: Etc/GMT+12\n"
+                                                         "---\n\nPlan.\n")
+        task = vault / "tasks" / DIGEST / "task.md"
+        task.write_text(task.read_text().replace("enabled: false", "enabled: true"))
+        server.app.state.scheduler.load()
+        plans = {plan["id"]: plan for plan in http.get("/api/health").json()["tasks"]}
+        assert "names no time Sentient can keep" in plans["far"]["problem"]
+        assert plans[DIGEST]["problem"] is None and plans[DIGEST]["next_due"]
+        assert http.get("/api/tasks").status_code == 200
+
+
+def test_a_patch_with_a_notepad_too_long_writes_nothing(server: Running, vault: Path) -> None:
+    task_file = vault / "tasks" / DIGEST / "task.md"
+    before = task_file.read_bytes()
+    with server.http() as http:
+        refused = http.patch(f"/api/tasks/{DIGEST}", json={"plan": "NEW PLAN", "notepad": "x" * 2000})
+        assert refused.status_code == 400 and task_file.read_bytes() == before
+
+
+def test_delete_waits_for_a_run_going_in_another_process(server: Running, vault: Path) -> None:
+    other_process = RunLock(Vault(vault), DIGEST)
+    assert other_process.acquire()
+    try:
+        with server.http() as http:
+            refused = http.delete(f"/api/tasks/{DIGEST}")
+            assert refused.status_code == 409 and "has a run going" in refused.json()["error"]["message"]
+    finally:
+        other_process.release()
+    assert (vault / "tasks" / DIGEST / "task.md").exists() and (vault / "tasks" / DIGEST / "runs").exists()

@@ -127,3 +127,26 @@ def test_run_hands_the_run_to_the_server_and_wait_follows_its_log(
     release.set()
     code, out, _ = sentient(capsys, "task", "run", DIGEST, "--wait")
     assert code == 0 and out.rstrip().endswith("Second.") and "on the server" in out
+
+
+def test_cancel_checks_the_run_id_and_says_when_a_run_has_ended(
+    vault: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = sentient(capsys, "task", "cancel", DIGEST, "../../../outside")
+    assert code == 2 and "not allowed" in err and not (vault.parent / "outside").exists()
+    code, out, _ = sentient(capsys, "task", "cancel", DIGEST, "run-20261102-0900")
+    assert code == 1 and "has ended (succeeded)" in out
+    assert not (vault / ".sentient" / "cancel").exists()
+
+
+def test_edit_pauses_and_changes_the_schedule_and_delete_removes_the_task(
+    vault: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = sentient(capsys, "task", "edit", DIGEST, "--disable", "--schedule", "every 6h")
+    assert code == 0 and "every 6 hours" in out and "paused" in out
+    text = (vault / "tasks" / DIGEST / "task.md").read_text()
+    assert "schedule: every 6h" in text and "enabled: false" in text
+    code, _, err = sentient(capsys, "task", "edit", DIGEST, "--pin", "note:does-not-exist")
+    assert code == 2 and "there is no note 'does-not-exist' to pin" in err
+    code, out, _ = sentient(capsys, "task", "delete", DIGEST)
+    assert code == 0 and "tasks/weekly-digest/task.md" in out and not (vault / "tasks" / DIGEST).exists()

@@ -22,7 +22,7 @@ from sentient.tasks.scheduler import Scheduler
 from sentient.vault.store import Vault
 from sentient.watcher import Watcher
 from tests.agent_support import agent_on, configure
-from tests.scripted import Scripted, ScriptedReply, text
+from tests.scripted import Scripted, ScriptedReply, call, text
 from tests.test_tasks import write_run, write_task
 
 MONDAY = datetime(2027, 1, 4, 8, 59, 59, tzinfo=UTC)  # a Monday, a second before 09:00 UTC
@@ -234,3 +234,31 @@ def test_a_task_another_process_is_running_waits_and_starts_once_it_is_free(
     scripted.queue(text("Shared."))
     assert len(scheduler.tick()) == 1  # still due: it starts as soon as the other run has ended
     assert runner.wait()
+
+
+def test_stopping_records_its_runs_as_stopped_and_a_slot_never_run_is_caught_up(
+    vault: Path, clock: Clock, scripted: Scripted, running: tuple[Agent, Runner, Scheduler]
+) -> None:
+    write_task(vault, "daily", schedule="0 9 * * *", created=MADE)
+    write_task(vault, "other", schedule="0 9 * * *", created=MADE)
+    agent, runner, scheduler = running
+    scheduler.load()
+    release = threading.Event()
+
+    def slow(request: dict[str, Any]) -> ScriptedReply:
+        release.set()
+        return call("memory_recall", query="x")
+
+    scripted.queue(slow, text("never"))
+    clock.advance(seconds=1)
+    assert len(scheduler.tick()) == 2  # max_parallel 1: one runs, the other waits its turn
+    assert release.wait(10)
+    runner.stop()
+    statuses = {task: runs(vault, task)[0] for task in ("daily", "other")}
+    going, waiting = sorted(statuses.values(), key=lambda run: run.get("started") is None)
+    assert going["status"] == "cancelled" and going["summary"] == "Cancelled: Sentient stopped before it ended"
+    assert waiting["status"] == "cancelled" and "started" not in waiting
+    after = Scheduler(agent.workspace, runner, clock=clock)  # the next start
+    after.load()
+    waited = next(task for task, run in statuses.items() if run is waiting)
+    assert after.next_due(waited) == datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # the slot it never ran: due

@@ -115,7 +115,7 @@ def read_with_reader(ctx: ToolContext, tool: str, args: dict[str, Any], question
     """
     agent = ctx.agent
     target = agent.registry.get(tool)
-    if target is None or tool in HELPER_TOOLS or tool == "read_with_reader":
+    if target is None or tool in HELPER_TOOLS or tool in RECURRING_ONLY_TOOLS or tool == "read_with_reader":
         raise ToolRefused(f"the reader cannot run {tool}")
     why = refusal(ctx, tool)
     if why is not None:

@@ -28,7 +28,7 @@ from sentient.llm import LLM
 from sentient.tasks.runner import Runner
 from sentient.tasks.scheduler import Scheduler
 from sentient.tools import build_registry
-from sentient.vault.store import utc_now
+from sentient.vault.store import iso, utc_now
 from sentient.vault.transcript import writable
 from sentient.watcher import Watcher
 from sentient.workspace import open_workspace
@@ -219,6 +219,7 @@ SHOWN_TASKS = 10  # next due times serve prints at start; /api/health has them a
 def announce_tasks(scheduler: Scheduler, say: Callable[[str], None]) -> None:
     """Each task's next due time (or why it has none), soonest first, a line each."""
     plans = scheduler.overview()
+    now = iso(scheduler.clock())
     if not plans:
         say("tasks: none (add one with `sentient task add` or POST /api/tasks)")
         return
@@ -226,7 +227,9 @@ def announce_tasks(scheduler: Scheduler, say: Callable[[str], None]) -> None:
         if plan["problem"]:
             state = f"NOT scheduled: {plan['problem']} (see `sentient doctor`)"
         elif plan["next_due"]:
-            state = f"next run {plan['next_due']} ({plan['when']})"
+            due = plan["next_due_local"]
+            state = f"next run {due} ({plan['when']})" if plan["next_due"] > now else \
+                f"due since {due} ({plan['when']}): running now, to catch up"
         elif plan["schedule"] is None:
             state = "runs when asked (no schedule)"
         else:

@@ -15,8 +15,9 @@ from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.api.memory import expected_revision
 from sentient.errors import Conflict, SentientError, StaleRevision
 from sentient.tasks.manage import create_task, delete_task, edit_task, get_run, get_task, list_runs, list_tasks
-from sentient.tasks.notepad import set_notepad
+from sentient.tasks.notepad import checked, set_notepad
 from sentient.tasks.runner import Runner
+from sentient.tasks.runs import GOING
 from sentient.tasks.scheduler import Scheduler
 from sentient.vault.kinds import TITLE_RULE, check_key
 from sentient.vault.store import iso
@@ -133,6 +134,8 @@ def change_task(
     if expected is not None and changes_task and "notepad" in sent:
         raise SentientError("If-Match names one file's revision: change the notepad and the task's other fields in "
                             "two requests")
+    if "notepad" in sent:
+        checked(edit.notepad)  # a notepad that would be refused is refused before task.md is written
     try:
         if changes_task:
             edit_task(workspace, task_id, expected_revision=expected, title=edit.title, goal=edit.goal,
@@ -157,8 +160,7 @@ def remove_task(
     check_key("task", task_id)
     expected = expected_revision(if_match)
     try:
-        deleted = delete_task(workspace, task_id, expected_revision=expected,
-                              running=_runner(request).running(task_id))
+        deleted = delete_task(workspace, task_id, expected_revision=expected)
     except Conflict as exc:
         raise StaleRevision(exc.message) from exc
     _scheduler(request).refresh(task_id)
@@ -191,7 +193,7 @@ def run(task_id: str, run_id: str, workspace: WorkspaceDep) -> dict[str, Any]:
 def cancel(task_id: str, run_id: str, workspace: WorkspaceDep, request: Request) -> dict[str, Any]:
     """Ask a run to stop (before its next step); its notepad is left as it was."""
     shown = get_run(workspace, task_id, run_id)
-    if shown["status"] not in ("queued", "running"):
+    if shown["status"] not in GOING:
         raise SentientError(f"run {run_id} has ended ({shown['status']}); there is nothing to cancel")
     _runner(request).cancel(task_id, run_id)
     return {"task": task_id, "run": run_id, "status": "cancelling"}

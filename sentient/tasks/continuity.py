@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
-from sentient.knowledge import quoted_cut
+from sentient.errors import SentientError
+from sentient.knowledge import quoted
 from sentient.tasks.notepad import read_notepad
 from sentient.tasks.runs import FINISHED, answer_of, newest_runs, started_at
 from sentient.tools.notepad import NOTEPAD_CHARS
@@ -40,8 +41,14 @@ class Continuity:
     notepad: str | None = None  # quoted; None: none, or withheld
     notepad_revision: str | None = None  # the revision read (None: there was no notepad)
     notepad_withheld: bool = False  # the notepad may not be rewritten by this run (the person is to see it)
+    notepad_problem: str | None = None  # why it could not be read, when it could not
     outside: list[str] = field(default_factory=list)  # what in it was written from outside content
     notes: list[str] = field(default_factory=list)  # for the run's log: what was withheld and why
+
+    @property
+    def history(self) -> bool:
+        """Did earlier runs tell the person anything, or leave a notepad?"""
+        return bool(self.runs or self.notepad or self.notepad_withheld)
 
     @property
     def log_line(self) -> str:
@@ -51,8 +58,10 @@ class Continuity:
 
 
 def _cut(text: str, most: int) -> str:
-    shown, kept = quoted_cut(text.strip(), most)
-    return shown if kept >= len(text.strip()) else shown.rstrip() + " …"
+    """At most `most` characters of the text as written, then quoted (quoting may lengthen it:
+    a notepad of 1,500 characters is shown whole)."""
+    text = text.strip()
+    return quoted(text) if len(text) <= most else quoted(text[:most].rstrip()) + " …"
 
 
 def continuity(workspace: Workspace, task: str, zone: ZoneInfo) -> Continuity:
@@ -73,13 +82,24 @@ def continuity(workspace: Workspace, task: str, zone: ZoneInfo) -> Continuity:
         answer = answer_of(document)
         summary = document.meta.get("summary")
         said = answer or (summary if isinstance(summary, str) else "") or "(it recorded no answer)"
+        if not answer and workspace.judge_text(said):  # the summary is a field: judged apart from the body
+            found.notes.append(f"run {document.id} is withheld: its summary reads like instructions; the person "
+                               "can review it with `sentient doctor`")
+            continue
         moment = started_at(document)
         when = moment.astimezone(zone).strftime("%a %d %b %H:%M") if moment is not None else document.id
         untrusted = document.meta.get("untrusted") is True
         found.runs.append(Earlier(document.id, when, _cut(said, ANSWER_CHARS), untrusted))
         if untrusted:
             found.outside.append(f"the answer of run {document.id}, written from outside content")
-    notepad = read_notepad(workspace, task)
+    try:
+        notepad = read_notepad(workspace, task)
+    except SentientError as exc:  # bad YAML, say: left out, and never written over (the person is to fix it)
+        found.notepad_withheld = True
+        found.notepad_problem = exc.message
+        found.notes.append(f"the notepad cannot be read ({exc.message}); it is left out, and this run's note is "
+                           "kept in its run file, not written over it")
+        return found
     if notepad is not None:
         found.notepad_revision = notepad.revision
         if not workspace.visible(notepad):
@@ -88,6 +108,9 @@ def continuity(workspace: Workspace, task: str, zone: ZoneInfo) -> Continuity:
                                "`sentient doctor` (this run's note is kept in its run file, not written over it)")
         elif notepad.body.strip():
             found.notepad = _cut(notepad.body, NOTEPAD_CHARS)
+            if len(notepad.body.strip()) > NOTEPAD_CHARS:
+                found.notes.append(f"the notepad holds {len(notepad.body.strip()):,} characters: only its first "
+                                   f"{NOTEPAD_CHARS:,} are shown (shorten it: a run's note may not be longer)")
             if notepad.meta.get("untrusted") is True:
                 found.outside.append("the notepad, written by a run that read outside content")
     return found

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,9 +28,12 @@ from sentient.agent.loop import Message, run_loop
 from sentient.agent.tools import RECURRING_ONLY_TOOLS
 from sentient.agent.turn import Agent
 from sentient.errors import SentientError
+from sentient.knowledge import Knowledge, shortened
 from sentient.tasks.continuity import Continuity, continuity
 from sentient.tasks.notepad import Kept, keep_run_note
 from sentient.tasks.runs import (
+    SUMMARY_CHARS,
+    AlreadyRunning,
     RunLock,
     cancel_requested,
     forget_cancel,
@@ -46,13 +50,8 @@ from sentient.vault.document import Document
 from sentient.vault.store import iso
 
 log = logging.getLogger(__name__)
-ANNOUNCED = ("i'll", "i will", "let me", "i'm going to", "i am going to", "i shall", "now i'll", "next, i'll")
 NUDGE = ("You said you would do that, but you made no tool call. Make the call now{what}; then reply with your "
          "final answer again, in full.")
-
-
-class AlreadyRunning(SentientError):
-    status = 409
 
 
 class Stopped(Exception):
@@ -83,6 +82,7 @@ class Started:
     lock: RunLock
     note: str | None = None  # for its log: why it runs now (a slot missed while Sentient was not running)
     cancel: threading.Event = field(default_factory=threading.Event)
+    stopping: str | None = None  # why it is cancelled when not by the person ("Sentient stopped")
 
     @property
     def key(self) -> str:
@@ -138,6 +138,8 @@ class _Run:
         self.ctx = agent.context(incognito=False, channel="task", session=None, run=started.key,
                                  recurring=spec.recurring, allowed_tools=allowed)
         self.calls: dict[str, tuple[str, Any]] = {}  # tool call id -> (name, arguments)
+        self.remembered: Continuity | None = None  # what it was told of earlier runs (a recurring task)
+        self.signature: str | None = None  # of the knowledge block it was given
 
     def note(self, *texts: str, meta: dict[str, Any] | None = None, answer: str | None = None,
              kept: str | None = None) -> Document:
@@ -150,10 +152,10 @@ class _Run:
     def check(self) -> None:
         """Stop here when the person asked to cancel, or the run is out of time."""
         if self.started.cancel.is_set() or cancel_requested(self.vault, self.started.task, self.started.run):
-            raise Stopped("cancelled", "cancelled by the person")
+            raise Stopped("cancelled", f"cancelled: {self.started.stopping or 'by the person'}")
         if time.monotonic() > self.deadline:
             limit = self.agent.settings.tasks.timeout
-            raise Stopped("failed", f"timed out: it ran longer than tasks.timeout ({limit:g} s)")
+            raise Stopped("failed", f"failed: it timed out, running longer than tasks.timeout ({limit:g} s)")
 
     def on_message(self, message: Message) -> None:
         """The loop's hook: log each tool call as its result comes in, then check."""
@@ -169,7 +171,7 @@ class _Run:
 
     def nudge(self, text: str) -> str | None:
         """What to tell a model that announced an action in an answer without calling a tool."""
-        if not announces(text):
+        if not announces(text, noted=self.ctx.state.notepad is not None):
             return None
         what = " (to keep the list: task_notepad(text=...))" if self.spec.recurring and self.ctx.state.notepad is None \
             else ""
@@ -177,14 +179,34 @@ class _Run:
         return NUDGE.format(what=what)
 
 
-def announces(text: str) -> bool:
-    """Does an answer end by announcing something it is about to do ("I'll save the list now",
-    "Let me note that")? Only its last two sentences count, and not a question to the person."""
+_ANNOUNCER = (r"(?:i'll|i will|let me|let's|let us|i'm going to|i am going to|i shall|i need to|i'm now|i am now|"
+              r"now i'll)")
+_ACTION = (r"(?:sav|not|record|updat|writ|stor|fetch|search|call|look(?:ing)? up|read|add|append|check the "
+           r"(?:page|site|inbox|notepad))")
+_ANNOUNCES = re.compile(rf"(?:^|\b){_ANNOUNCER}\s+(?:now\s+|also\s+|just\s+)?{_ACTION}")
+# "Saving the list now...", "I'm noting it in the notepad": a gerund that starts the sentence, about the list or now
+_DOING = re.compile(r"^(?:i'm\s+|i am\s+)?(?:now\s+)?(?:saving|noting|recording|updating|writing|storing|fetching|"
+                    r"searching|calling|reading|adding)\b(?=.*\b(?:now|list|notepad|note|it|that|this)\b)")
+_SAVING = re.compile(r"\b(?:sav|not|record|updat|writ|stor|add|append)")
+
+
+def announces(text: str, *, noted: bool = False) -> bool:
+    """Does an answer end by announcing an action it is about to take ("I'll save the list now",
+    "Let me note that", "Saving the list now...") without a question to the person? Only its last
+    two sentences count; "let me know" is not an action. `noted`: the run already saved its note
+    (then announcing that it saves one is no call left undone)."""
     tail = " ".join(text.strip().split())[-240:].lower().replace("\u2019", "'")
     if not tail or tail.endswith("?"):
         return False
-    sentences = [s.strip() for s in tail.replace("!", ".").split(".") if s.strip()][-2:]
-    return any(s.startswith(ANNOUNCED) or any(f" {a} " in f" {s} " for a in ANNOUNCED[:5]) for s in sentences)
+    sentences = [s.strip(" -*•") for s in re.split(r"[.!\n]+", tail) if s.strip(" -*•")][-2:]
+    for sentence in sentences:
+        found = _ANNOUNCES.search(sentence) or _DOING.search(sentence)
+        if found is None or "let me know" in sentence:
+            continue
+        if noted and _SAVING.search(sentence[found.start():]):
+            continue
+        return True
+    return False
 
 
 def _arguments(raw: Any) -> str:
@@ -209,22 +231,25 @@ def execute(agent: Agent, started: Started) -> RunResult:
             now = agent.clock()
             write_run(vault, started.key, log_line(now, f"failed: {exc.message}"),
                       meta={"status": "failed", "started": iso(now), "finished": iso(now),
-                            "summary": f"Failed: {exc.message}"[:160]})
+                            "summary": shortened(f"Failed: {exc.message}", SUMMARY_CHARS)})
             return RunResult(started.task, started.run, "failed", "", None)
-        return _execute(_Run(agent, started, spec))
+        run = _Run(agent, started, spec)
+        try:
+            return _execute(run)
+        except Stopped as stop:
+            return _ended(run, stop.status, stop.why)
+        except Exception as exc:  # the run's failure is recorded in its file, not raised at the scheduler
+            log.warning("task %s run %s failed: %s", started.task, started.run, exc)
+            return _ended(run, "failed", f"failed: {exc}")
     finally:
         started.lock.release()
         forget_cancel(vault, started.task, started.run)
 
 
-def _execute(run: _Run) -> RunResult:
-    agent, spec, ctx, started = run.agent, run.spec, run.ctx, run.started
-    remembered: Continuity | None = continuity(agent.workspace, spec.id, spec.zone) if spec.recurring else None
-    first = [remembered.log_line, *remembered.notes] if remembered is not None else [f"started ({started.trigger})"]
-    first += [started.note] if started.note else []
-    run.note(*first, meta={"status": "running", "started": iso(agent.clock())})
-    if remembered is not None and remembered.outside:
-        ctx.state.mark_untrusted(", ".join(remembered.outside))
+def _prompt(run: _Run, remembered: Continuity | None) -> tuple[list[Message], Knowledge | None]:
+    """The run's messages: the system prompt with the task (its plan; what earlier runs told the
+    person and the notepad, for a recurring task) and the kickoff with the knowledge block."""
+    agent, spec, ctx = run.agent, run.spec, run.ctx
     most = agent.settings.knowledge_chars  # a plan as long as a session's pins and index may be
     body = spec.body.strip()
     plan = body
@@ -239,23 +264,30 @@ def _execute(run: _Run) -> RunResult:
     schedule = spec.describe() if spec.schedule is not None else ""
     task_part = agent.prompts.render("task_run.md.j2", title=spec.title, plan=plan, schedule=schedule,
                                      continuity=remembered)
-    kickoff = agent.prompts.render("task_kickoff.md.j2", title=spec.title, recurring=spec.recurring)
+    kickoff = agent.prompts.render("task_kickoff.md.j2", title=spec.title, continuity=remembered)
     content: Any = kickoff
     if knowledge is not None:
         content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": kickoff}]
-    messages: list[Message] = [
+    return [
         {"role": "system", "content": agent.system_prompt(ctx, body) + "\n" + task_part},
         {"role": "user", "content": content},
-    ]
-    try:
-        run.check()
-        result = run_loop(agent.llm, spec.role, messages, agent.registry.offered(ctx), ctx,
-                          on_message=run.on_message, nudge=run.nudge)
-    except Stopped as stop:
-        return _ended(run, stop.status, stop.why, knowledge.signature if knowledge else None)
-    except Exception as exc:  # the run's failure is recorded in its file, not raised at the scheduler
-        log.warning("task %s run %s failed: %s", started.task, started.run, exc)
-        return _ended(run, "failed", f"failed: {exc}", knowledge.signature if knowledge else None)
+    ], knowledge
+
+
+def _execute(run: _Run) -> RunResult:
+    agent, spec, ctx, started = run.agent, run.spec, run.ctx, run.started
+    remembered = continuity(agent.workspace, spec.id, spec.zone) if spec.recurring else None
+    run.remembered = remembered
+    first = [remembered.log_line, *remembered.notes] if remembered is not None else [f"started ({started.trigger})"]
+    first += [started.note] if started.note else []
+    run.note(*first, meta={"status": "running", "started": iso(agent.clock())})
+    if remembered is not None and remembered.outside:
+        ctx.state.mark_untrusted(", ".join(remembered.outside))
+    messages, knowledge = _prompt(run, remembered)
+    run.signature = knowledge.signature if knowledge is not None else None
+    run.check()
+    result = run_loop(agent.llm, spec.role, messages, agent.registry.offered(ctx), ctx,
+                      on_message=run.on_message, nudge=run.nudge)
     answer = result.text.strip()
     used = list(dict.fromkeys(call.name for call in result.calls if call.name not in RECURRING_ONLY_TOOLS))
     held = [f"held: {h.tool} was not run ({h.reason}); outbound calls wait for the person" for h in ctx.state.held]
@@ -263,15 +295,20 @@ def _execute(run: _Run) -> RunResult:
             "summary": summary_of(answer), "tools_used": used}
     run.note(*held, "final answer recorded", meta=meta, answer=answer)  # the answer first: then the note
     pending = ctx.state.notepad
-    if pending is not None and remembered is not None:
+    if pending is not None and remembered is not None and not answer:  # nothing told: nothing to note as told
+        run.note("notepad not saved: the run gave no final answer, so the person was told nothing; its note is "
+                 "kept below", kept=pending)
+    elif pending is not None and remembered is not None:
         _keep_note(run, pending, remembered)
     if spec.notify:
         _notify(run, answer)
-    return RunResult(started.task, started.run, "succeeded", answer, knowledge.signature if knowledge else None)
+    return RunResult(started.task, started.run, "succeeded", answer, run.signature)
 
 
 def _keep_note(run: _Run, text: str, remembered: Continuity) -> None:
-    if remembered.notepad_withheld:
+    if remembered.notepad_problem is not None:
+        kept = Kept(False, "the notepad could not be read when this run began, so it is not written over")
+    elif remembered.notepad_withheld:
         kept = Kept(False, "the notepad is withheld (it reads like instructions), so a run does not write over it "
                            "before the person has looked at it")
     else:
@@ -284,27 +321,36 @@ def _keep_note(run: _Run, text: str, remembered: Continuity) -> None:
 
 
 def _notify(run: _Run, answer: str) -> None:
-    """Send the final answer to the person's webhook (a flagged answer is not sent: it is withheld)."""
+    """Send the final answer to the person's webhook. A flagged answer is not sent (it is withheld);
+    nor is the answer of a run that read outside content: that is an outbound send in an
+    untrusted context, so the webhook is told only that the run ended and where to read it."""
     document = run.vault.get("run", run.started.key)
     if not run.agent.workspace.visible(document):
         run.note("not sent to the webhook: the run reads like instructions, so it is withheld (`sentient doctor`)")
         return
-    payload = {"text": answer or document.meta.get("summary", ""), "source": run.ctx.source, "task": run.spec.id,
-               "run": run.started.run, "title": run.spec.title, "untrusted": run.ctx.untrusted}
+    text = answer or str(document.meta.get("summary", ""))
+    if run.ctx.untrusted:
+        text = (f"The task \"{run.spec.title}\" finished. This run read outside content, so its answer is not sent "
+                f"here: read it with `sentient task runs {run.spec.id} {run.started.run}`.")
+    payload = {"text": text, "source": run.ctx.source, "task": run.spec.id, "run": run.started.run,
+               "title": run.spec.title, "untrusted": run.ctx.untrusted}
     try:
         send_notification(run.agent.settings, payload)
     except NotSent as exc:
         run.note(f"not sent to the webhook: {exc}")
         return
-    run.note("sent to the webhook (notify: true)")
+    run.note("the webhook was told the run ended (its answer is held: the run read outside content)"
+             if run.ctx.untrusted else "sent to the webhook (notify: true)")
 
 
-def _ended(run: _Run, status: str, why: str, signature: str | None) -> RunResult:
-    """Record a run that did not finish: the notepad is left as it was (a note it saved is kept in
-    the run file), and its summary says why."""
+def _ended(run: _Run, status: str, why: str) -> RunResult:
+    """Record a run that did not finish (`why`: 'failed: ...', 'cancelled: ...'): the notepad is
+    left as it was (a note it saved is kept in the run file), and its summary says why."""
     pending = run.ctx.state.notepad
     lines = [why] + (["notepad not saved: the run did not finish; its note is kept below"] if pending else [])
+    said = why.split(": ", 1)[-1]  # 'by the person', 'Sentient stopped ...', 'it timed out ...'
+    summary = f"{status.capitalize()} {said}." if said.startswith("by ") else f"{status.capitalize()}: {said}"
     meta = {"status": status, "finished": iso(run.agent.clock()), "untrusted": run.ctx.untrusted,
-            "summary": ("Cancelled by the person." if status == "cancelled" else f"Failed: {why}")[:160]}
+            "summary": shortened(summary, SUMMARY_CHARS)}
     run.note(*lines, meta=meta, kept=pending)
-    return RunResult(run.started.task, run.started.run, status, "", signature)
+    return RunResult(run.started.task, run.started.run, status, "", run.signature)

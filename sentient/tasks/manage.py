@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from sentient.errors import AlreadyExists, BadFile, Conflict, NotFound, SentientError
+from sentient.knowledge import require_pins
 from sentient.memory import EntryView, view
-from sentient.tasks.executor import AlreadyRunning
 from sentient.tasks.notepad import read_notepad
-from sentient.tasks.runs import answer_of, log_of, newest_runs, note_of, run_names
+from sentient.tasks.runs import AlreadyRunning, RunLock, answer_of, log_of, newest_runs, note_of, run_names
 from sentient.tasks.spec import TaskSpec, replace_sections, task_body, task_spec
 from sentient.vault.document import Document, slugify
 from sentient.vault.kinds import check_key, check_title, default_path, kind
+from sentient.vault.store import utc_now
 from sentient.workspace import Workspace
 
 FIELDS = ("schedule", "timezone", "enabled", "scope", "role", "tools", "pins", "notify")
@@ -35,6 +37,7 @@ def notepad_view(workspace: Workspace, task: str) -> dict[str, Any] | None:
         return None
     return {"text": document.body.strip(), "revision": document.revision, "updated": document.meta.get("updated"),
             "source": document.meta.get("source"), "untrusted": document.meta.get("untrusted") is True,
+            "edited_outside": document.edited_outside,
             **_judged(workspace, document)}
 
 
@@ -82,7 +85,7 @@ class TaskView:
             "notify": meta.get("notify") is True,
             "created": meta.get("created"),
             "updated": meta.get("updated"),
-            "revision": doc.revision,
+            "revision": file_revision(doc),
             "problem": self.problem,
         }
         if full:
@@ -91,6 +94,17 @@ class TaskView:
             shown["notepad"] = notepad_view(workspace, doc.key)
             shown["runs"] = len(run_names(workspace.vault, doc.key))
         return shown
+
+
+def file_revision(document: Document) -> str:
+    """A task's revision as the API shows it and `If-Match` takes it: of the whole file, so that a
+    change of its schedule or `enabled` (frontmatter, outside a content revision) makes a new one."""
+    return document.source.file_hash if document.source is not None else document.revision
+
+
+def _check_revision(document: Document, expected: str | None) -> None:
+    if expected is not None and expected not in (file_revision(document), document.revision):
+        raise Conflict(document.path, expected, file_revision(document))
 
 
 def task_view(workspace: Workspace, document: Document, tools: frozenset[str] | None = None) -> TaskView:
@@ -112,12 +126,21 @@ def get_task(workspace: Workspace, task: str, tools: frozenset[str] | None = Non
     return task_view(workspace, workspace.vault.get("task", check_key("task", task)), tools)
 
 
-def _checked(workspace: Workspace, document: Document, tools: frozenset[str] | None) -> None:
-    """SentientError (400) naming the field and the fix, for a task that could not be run as written."""
+def _checked(workspace: Workspace, document: Document, tools: frozenset[str] | None, changed: set[str]) -> None:
+    """SentientError (400) naming the field and the fix, for a task that could not be run as written,
+    or a `once` time that has passed (a file may say so, the scheduler then runs it at once; a person
+    setting one now has made a mistake)."""
     try:
-        task_spec(document, workspace.settings, tools)
+        spec = task_spec(document, workspace.settings, tools)
     except BadFile as exc:
         raise SentientError(f"{exc.reason}. {exc.fix}") from None
+    if "pins" in changed:  # NotFound naming a pin with no file (a run could not be told it)
+        require_pins(workspace.vault, list(spec.pins))
+    schedule = spec.schedule
+    if schedule is not None and schedule.kind == "once" and {"schedule", "timezone"} & changed \
+            and schedule.at(spec.zone) <= utc_now():
+        raise SentientError(f"schedule: '{schedule.text}' has passed ({spec.zone.key}); give a time to come, or run "
+                            f"the task now with `sentient task run` / POST /api/tasks/{{id}}/run")
 
 
 def _fields(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,14 +165,14 @@ def create_task(
     title = check_title(title)
     if not plan.strip():
         raise SentientError("plan: a task needs a plan (what to do each run); it is empty")
-    key = check_key("task", id) if id else _free_id(workspace, title)
+    key = check_key("task", id) if id else slugify(title, "task")
     meta = {k: v for k, v in {"title": title, "enabled": True, **_fields(fields or {})}.items() if v is not None}
     body = task_body(goal, plan)
     path = default_path(workspace.vault.root, "task", key)
-    _checked(workspace, Document("task", key, path, meta, body, kind("task").fields), tools)
+    _checked(workspace, Document("task", key, path, meta, body, kind("task").fields), tools, {*FIELDS})
     if path.exists():
         raise AlreadyExists(f"{path.relative_to(workspace.vault.root)} exists: the task '{key}' is there already; "
-                            "choose another id")
+                            "change that one (PATCH, or its file), or give this one another id or title")
     document = workspace.vault.create("task", key, meta, body)
     workspace.index.update(document.path)
     return task_view(workspace, document, tools)
@@ -175,49 +198,48 @@ def edit_task(
         raise SentientError("plan: a task needs a plan (what to do each run); it is empty")
 
     def change(document: Document) -> Document:
+        _check_revision(document, expected_revision)  # read under the write's lock
         body = None if goal is None and plan is None else replace_sections(document.body, goal=goal, plan=plan)
         changed = document.replace(updates, body)
-        _checked(workspace, changed, tools)
+        _checked(workspace, changed, tools, set(updates))
         return changed
 
-    document = workspace.vault.update("task", check_key("task", task), expected_revision=expected_revision,
-                                      transform=change)
+    document = workspace.vault.update("task", check_key("task", task), transform=change)
     workspace.index.update(document.path)
     return task_view(workspace, document, tools)
 
 
-def delete_task(workspace: Workspace, task: str, *, expected_revision: str | None = None,
-                running: str | None = None) -> dict[str, Any]:
-    """Remove a task's files: task.md, its notepad and its runs (git history keeps them). Refused
-    while a run of it is going (`running`). Other files in its folder are left, and named."""
+def delete_task(workspace: Workspace, task: str, *, expected_revision: str | None = None) -> dict[str, Any]:
+    """Remove a task's files: task.md first (so the scheduler stops planning it), then its notepad
+    and runs (git history keeps them). Refused while a run of it is going, in any process (it holds
+    the task's run lock). Other files in its folder are left, and named."""
     document = workspace.vault.get("task", check_key("task", task))
-    if running is not None:
-        raise AlreadyRunning(f"task '{task}' has a run going ({running}): cancel it, and delete the task once it "
-                             "has stopped")
-    if expected_revision is not None and document.revision != expected_revision:
-        raise Conflict(document.path, expected_revision, document.revision)
-    folder = document.path.parent
-    removed = []
-    for run in newest_runs(workspace.vault, task):
-        run.path.unlink()
-        workspace.index.remove(run.path)
-        removed.append(run.path)
-    notepad = folder / "notepad.md"
-    if notepad.exists():
-        notepad.unlink()
-        workspace.index.remove(notepad)
-        removed.append(notepad)
-    workspace.vault.delete("task", task, expected_revision=document.revision)
-    workspace.index.remove(document.path)
-    removed.append(document.path)
+    _check_revision(document, expected_revision)
+    lock = RunLock(workspace.vault, task)
+    if not lock.acquire():
+        raise AlreadyRunning(f"task '{task}' has a run going: cancel it, and delete the task once it has stopped")
+    try:
+        path = workspace.vault.delete("task", task, expected_revision=document.revision)
+        workspace.index.remove(path)
+        removed = [path]
+        for run in newest_runs(workspace.vault, task):
+            run.path.unlink()
+            workspace.index.remove(run.path)
+            removed.append(run.path)
+        notepad = path.parent / "notepad.md"
+        if notepad.exists():
+            notepad.unlink()
+            workspace.index.remove(notepad)
+            removed.append(notepad)
+    finally:
+        lock.release()
+    folder = path.parent
     for empty in (folder / "runs", folder):
-        try:
+        with suppress(OSError):
             os.rmdir(empty)
-        except OSError:
-            pass
-    left = sorted(str(p.relative_to(workspace.vault.root)) for p in folder.rglob("*") if p.is_file()) \
-        if folder.exists() else []
-    return {"deleted": task, "removed": [str(p.relative_to(workspace.vault.root)) for p in removed], "kept": left}
+    root = workspace.vault.root
+    left = sorted(str(p.relative_to(root)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    return {"deleted": task, "removed": [str(p.relative_to(root)) for p in removed], "kept": left}
 
 
 def list_runs(workspace: Workspace, task: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -232,12 +254,3 @@ def get_run(workspace: Workspace, task: str, run: str) -> dict[str, Any]:
     except NotFound:
         raise NotFound(f"task '{task}' has no run '{run}'; `sentient task runs {task}` lists its runs") from None
     return run_view(workspace, document, full=True)
-
-
-def _free_id(workspace: Workspace, title: str) -> str:
-    base = slugify(title, "task")
-    candidate, n = base, 1
-    while workspace.vault.locate("task", candidate) is not None:
-        n += 1
-        candidate = f"{base[:75]}-{n}"
-    return candidate

@@ -79,5 +79,7 @@ def keep_run_note(
             document = workspace.vault.update("notepad", task, meta, _body(text), expected_revision=read_revision)
     except (Conflict, AlreadyExists, NotFound):
         return Kept(False, "the person changed the notepad while this run was going, so their text stays")
+    except SentientError as exc:  # it cannot be read or written now (bad YAML, a folder in the way ...)
+        return Kept(False, f"the notepad could not be written ({exc.message})")
     workspace.index.update(document.path)
     return Kept(True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from sentient.agent.turn import Agent
@@ -90,6 +91,7 @@ class Runner:
         `timeout` seconds (a model call under way is not interrupted: such a run is marked failed
         at the next start)."""
         for started in self.going():
+            started.stopping = "Sentient stopped before it ended"
             started.cancel.set()
         while True:
             try:
@@ -100,9 +102,19 @@ class Runner:
                 self._never_ran(waiting)
         for _ in self._workers:
             self._queue.put(None)
+        deadline = time.monotonic() + timeout
         for worker in self._workers:
-            worker.join(timeout)
+            worker.join(max(0.0, deadline - time.monotonic()))
         self._workers = []
+        for started in self.going():  # still in a model call: say so now, the process is ending
+            now = self.agent.clock()
+            try:
+                write_run(self.agent.workspace.vault, started.key,
+                          log_line(now, "cancelled: Sentient stopped during a model call"),
+                          meta={"status": "cancelled", "finished": iso(now),
+                                "summary": "Cancelled: Sentient stopped during a model call"})
+            except Exception as exc:  # marked failed at the next start instead
+                log.warning("run %s: could not be marked cancelled: %s", started.key, exc)
 
     def _never_ran(self, started: Started) -> None:
         now = self.agent.clock()

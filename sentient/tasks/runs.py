@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sentient.errors import BadFile
+from sentient.errors import BadFile, SentientError
 from sentient.vault import Vault
 from sentient.vault.document import Document
 from sentient.vault.store import iso
@@ -30,8 +30,16 @@ GOING = frozenset({"queued", "running"})
 SUMMARY_CHARS = 160
 
 
+class AlreadyRunning(SentientError):
+    """A run of the task is going (here or in another process): it holds the task's run lock."""
+
+    status = 409
+
+
 def log_line(moment: datetime, text: str) -> str:
-    return f"- {moment.astimezone(UTC).strftime('%H:%M:%S')} {text}"
+    """One line of a run's log, whatever the text holds (a model's tool arguments may hold line
+    breaks, which must not start a section of the file)."""
+    return f"- {moment.astimezone(UTC).strftime('%H:%M:%S')} {' '.join(text.split())}"
 
 
 def new_body(lines: list[str]) -> str:
@@ -43,7 +51,8 @@ def split_body(body: str) -> tuple[str, str | None, str | None]:
     rest, found, answer = body.partition(f"\n{FINAL_HEADING}\n")
     log, noted, note = rest.partition(f"\n{NOTE_HEADING}\n")
     log = log.rstrip("\n") + ("\n\n" if log.strip() == LOG_HEADING else "\n")  # lines follow a blank one
-    return log, note.strip() if noted else None, answer.strip() if found else None
+    kept = "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">") for line in note.strip().splitlines())
+    return log, kept if noted else None, answer.strip() if found else None
 
 
 def with_log(body: str, *lines: str, answer: str | None = None, note: str | None = None) -> str:
@@ -53,8 +62,8 @@ def with_log(body: str, *lines: str, answer: str | None = None, note: str | None
     log += "".join(line + "\n" for line in lines)
     note = old_note if note is None else note
     answer = old_answer if answer is None else answer
-    if note is not None:
-        log += f"\n{NOTE_HEADING}\n\n{note.strip()}\n"
+    if note is not None:  # quoted line by line: no line of it can start a section
+        log += f"\n{NOTE_HEADING}\n\n" + "".join(f"> {line}".rstrip() + "\n" for line in note.strip().splitlines())
     if answer:
         log += f"\n{FINAL_HEADING}\n\n{answer.strip()}\n"
     return log
@@ -179,6 +188,20 @@ def going_run(vault: Vault, task: str) -> str | None:
         if document.meta.get("status") in GOING:
             return document.id
     return None
+
+
+def alive_run(vault: Vault, task: str) -> tuple[str, str] | None:
+    """(run id, status) of the run of `task` going now in some process: its files say queued or
+    running and its run lock is held (a run whose process ended has a free lock: not going)."""
+    going = going_run(vault, task)
+    if going is None:
+        return None
+    lock = RunLock(vault, task)
+    if lock.acquire():  # nobody holds it: the run's process ended (looked at for a moment only)
+        lock.release()
+        return None
+    document = vault.get("run", f"{task}/{going}")
+    return going, str(document.meta.get("status"))
 
 
 def mark_cut_off(vault: Vault, task: str, clock: Callable[[], datetime]) -> list[str]:

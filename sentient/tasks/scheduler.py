@@ -57,15 +57,20 @@ class Plan:
     due: datetime | None
     fingerprint: tuple[str, str, bool]  # (schedule, zone, enabled): a change re-anchors
     seq: int = 0
+    when: str | None = None  # the schedule in words, made once (the health route lists every task)
 
     def view(self) -> dict[str, Any]:
         spec = self.spec
+        if self.when is None and spec is not None:
+            self.when = spec.describe()
         return {
             "id": self.id,
             "schedule": spec.schedule.text if spec is not None and spec.schedule is not None else None,
-            "when": spec.describe() if spec is not None else None,
+            "when": self.when,
             "enabled": spec.enabled if spec is not None else None,
             "next_due": iso(self.due) if self.due is not None else None,
+            "next_due_local": self.due.astimezone(spec.zone).isoformat(timespec="minutes")
+            if self.due is not None and spec is not None else None,
             "problem": self.problem,
         }
 
@@ -110,7 +115,7 @@ class Scheduler:
             self._heap = []  # every task is planned again below: no stale entries pile up
             for document in listing.documents:
                 seen.add(document.key)
-                self._plan(document, now)
+                self._plan(document, now)  # never raises: a task it cannot plan is unplannable
             for problem in listing.problems:
                 key = _task_of(self.workspace.vault.root, problem.path)
                 if key is not None:
@@ -156,11 +161,17 @@ class Scheduler:
             self.refresh(task)
 
     def _plan(self, document: Document, now: datetime) -> None:
+        """Plan one task; one that cannot be planned (its file, or a time out of range) is kept
+        with its problem, and every other task is planned all the same."""
         try:
-            spec = task_spec(document, self.workspace.settings, self.tools)
+            self._plan_task(document, now)
         except SentientError as exc:
             self._unplannable(document.key, exc.message, now)
-            return
+        except (OverflowError, ValueError) as exc:  # a time past what a datetime holds, say
+            self._unplannable(document.key, f"its schedule names no time Sentient can keep ({exc})", now)
+
+    def _plan_task(self, document: Document, now: datetime) -> None:
+        spec = task_spec(document, self.workspace.settings, self.tools)
         fingerprint = (spec.schedule.text if spec.schedule else "", spec.zone.key or "", spec.enabled)
         before = self._plans.get(spec.id)
         unchanged = before is not None and before.fingerprint == fingerprint
@@ -169,7 +180,7 @@ class Scheduler:
             anchor = before.anchor
         else:
             known = [moment for moment in (scheduled, spec.created) if moment is not None]
-            anchor = max(known) if known else _mtime(document.path)
+            anchor = min(max(known) if known else _mtime(document.path), now)  # never in the future (a clock jump)
             if before is not None:  # changed while running: from now on, no catch-up for the past
                 anchor = max(anchor, now)
         due = None
@@ -184,7 +195,9 @@ class Scheduler:
         self._put(Plan(spec.id, spec, None, anchor, due, fingerprint))
 
     def _unplannable(self, task: str, problem: str, now: datetime) -> None:
-        log.warning("task %s is not scheduled: %s", task, problem)
+        before = self._plans.get(task)
+        if self.runner is not None and (before is None or before.problem != problem):  # once, where it runs
+            log.info("task %s is not scheduled: %s", task, problem)
         self._put(Plan(task, None, problem, now, None, ("", "", False)))
 
     def _put(self, plan: Plan) -> None:
@@ -194,9 +207,12 @@ class Scheduler:
             heapq.heappush(self._heap, (plan.due, plan.seq, plan.id))
 
     def _latest_scheduled(self, task: str) -> datetime | None:
+        """The start of the task's latest scheduled run that did start (one cancelled while it
+        waited its turn took no slot)."""
         for document in newest_runs(self.workspace.vault, task, LOOKED_AT):
-            if document.meta.get("trigger") == "schedule":
-                return started_at(document) or _id_time(document.id)
+            moment = started_at(document)
+            if document.meta.get("trigger") == "schedule" and moment is not None:
+                return moment
         return None
 
     # --- ticking --------------------------------------------------------------------
@@ -239,7 +255,11 @@ class Scheduler:
                 started.append(f"{task}/{run.run}")
                 spec = plan.spec
                 assert spec.schedule is not None
-                next_due = None if spec.schedule.kind == "once" else spec.schedule.next_after(now, spec.zone)
+                try:
+                    next_due = None if spec.schedule.kind == "once" else spec.schedule.next_after(now, spec.zone)
+                except (OverflowError, ValueError) as exc:
+                    self._unplannable(task, f"its schedule names no time Sentient can keep ({exc})", now)
+                    continue
                 self._put(Plan(task, spec, None, now, next_due, plan.fingerprint))
             for item in waiting:
                 heapq.heappush(self._heap, item)
@@ -302,14 +322,3 @@ def _mtime(path: Path) -> datetime:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC)
     except OSError:
         return utc_now()
-
-
-def _id_time(run: str) -> datetime | None:
-    """The time a run id starts with (run-20261130-0730..., in UTC)."""
-    digits = "".join(ch for ch in run[4:19] if ch.isdigit())
-    for fmt, size in (("%Y%m%d%H%M%S", 14), ("%Y%m%d%H%M", 12)):
-        try:
-            return datetime.strptime(digits[:size], fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None

@@ -35,6 +35,7 @@ ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * 
            "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
 _EVERY = re.compile(r"every\s+(\d+)\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)", re.IGNORECASE)
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+LONGEST_EVERY = timedelta(days=366)
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 
 
@@ -94,7 +95,10 @@ def parse_schedule(text: str) -> Schedule:
         match = _EVERY.fullmatch(written)
         if match is None:
             raise ValueError(f"'{written}' is not an interval: write every 30m, every 6h or every 1d")
-        every = timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)[0].lower()])
+        seconds = int(match.group(1)) * _UNITS[match.group(2)[0].lower()]
+        if seconds > LONGEST_EVERY.total_seconds():
+            raise ValueError(f"'{written}' is longer than a year: use a cron line or 'once' for something that rare")
+        every = timedelta(seconds=seconds)
         if every < timedelta(minutes=1):
             raise ValueError(f"'{written}' is too often: a task runs at most once a minute")
         return Schedule(written, "every", every=every)
@@ -222,13 +226,23 @@ def task_spec(document: Document, settings: Settings, tools: frozenset[str] | No
             raise problem(f"pins: {ref!r} is not a pin", "Write note:<id> or plan:<id>")
     created = meta.get("created")
     scope = meta.get("scope")
+    zone = zone or vault_zone(settings)
+    if schedule is not None:
+        try:  # a time it can name (a date past year 9999 in its zone, say, cannot be)
+            if schedule.kind == "once":
+                schedule.at(zone)
+            else:
+                schedule.next_after(datetime.now(UTC), zone)
+        except (OverflowError, ValueError) as exc:
+            raise problem(f"schedule: '{schedule.text}' names no time Sentient can keep ({exc})",
+                          SCHEDULE_FIX) from None
     return TaskSpec(
         id=document.key,
         path=document.path,
         title=one_line(document.title),
         body=document.body,
         schedule=schedule,
-        zone=zone or vault_zone(settings),
+        zone=zone,
         enabled=meta.get("enabled") is not False,
         scope=scope if isinstance(scope, str) else None,
         role=role,
