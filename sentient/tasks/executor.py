@@ -138,7 +138,6 @@ class _Run:
         self.ctx = agent.context(incognito=False, channel="task", session=None, run=started.key,
                                  recurring=spec.recurring, allowed_tools=allowed)
         self.calls: dict[str, tuple[str, Any]] = {}  # tool call id -> (name, arguments)
-        self.remembered: Continuity | None = None  # what it was told of earlier runs (a recurring task)
         self.signature: str | None = None  # of the knowledge block it was given
 
     def note(self, *texts: str, meta: dict[str, Any] | None = None, answer: str | None = None,
@@ -181,13 +180,13 @@ class _Run:
 
 _ANNOUNCER = (r"(?:i'll|i will|let me|let's|let us|i'm going to|i am going to|i shall|i need to|i'm now|i am now|"
               r"now i'll)")
-_ACTION = (r"(?:sav|not|record|updat|writ|stor|fetch|search|call|look(?:ing)? up|read|add|append|check the "
+_ACTION = (r"(?:sav|note\b|record|updat|writ|stor|fetch|search|call|look(?:ing)? up|read|add|append|check the "
            r"(?:page|site|inbox|notepad))")
 _ANNOUNCES = re.compile(rf"(?:^|\b){_ANNOUNCER}\s+(?:now\s+|also\s+|just\s+)?{_ACTION}")
 # "Saving the list now...", "I'm noting it in the notepad": a gerund that starts the sentence, about the list or now
 _DOING = re.compile(r"^(?:i'm\s+|i am\s+)?(?:now\s+)?(?:saving|noting|recording|updating|writing|storing|fetching|"
                     r"searching|calling|reading|adding)\b(?=.*\b(?:now|list|notepad|note|it|that|this)\b)")
-_SAVING = re.compile(r"\b(?:sav|not|record|updat|writ|stor|add|append)")
+_SAVING = re.compile(r"\b(?:sav|note\b|record|updat|writ|stor|add|append)")
 
 
 def announces(text: str, *, noted: bool = False) -> bool:
@@ -277,7 +276,6 @@ def _prompt(run: _Run, remembered: Continuity | None) -> tuple[list[Message], Kn
 def _execute(run: _Run) -> RunResult:
     agent, spec, ctx, started = run.agent, run.spec, run.ctx, run.started
     remembered = continuity(agent.workspace, spec.id, spec.zone) if spec.recurring else None
-    run.remembered = remembered
     first = [remembered.log_line, *remembered.notes] if remembered is not None else [f"started ({started.trigger})"]
     first += [started.note] if started.note else []
     run.note(*first, meta={"status": "running", "started": iso(agent.clock())})
