@@ -26,7 +26,7 @@ from sentient.vault.document import Document, check_id, slugify
 from sentient.vault.kinds import check_key, check_title, classify, one_line
 from sentient.workspace import Workspace
 
-THREAT_KINDS = ("memory", "note", "plan", "skill", "notepad", "people", "run")
+THREAT_KINDS = ("memory", "note", "plan", "skill", "notepad", "people", "run", "persona")
 
 
 @dataclass(frozen=True)
