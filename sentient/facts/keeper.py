@@ -20,6 +20,7 @@ import logging
 import os
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ class FactKeeper:
         self.outcomes: dict[str, Outcome] = {}  # the last attempt's outcome of each key
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._pending: dict[str, set[str]] = {}  # key -> sessions, queued and not started
-        self._running: set[str] = set()
+        self._running: Counter[str] = Counter()  # key -> extractions of it under way (or waiting for its lock)
         self._cond = threading.Condition()
         self._key_locks: dict[str, threading.Lock] = {}
         self._workers: list[threading.Thread] = []
@@ -179,7 +180,7 @@ class FactKeeper:
                 return
             with self._cond:
                 sessions = self._pending.pop(key, set())
-                self._running.add(key)
+                self._running[key] += 1
             try:
                 outcome = self.extract(key, sessions)
             except Exception as exc:  # whatever it was, the set is as it was: the write is the last step
@@ -187,7 +188,9 @@ class FactKeeper:
                 outcome = self._outcome(key, "failed", f"{type(exc).__name__}: {exc}")
             finally:
                 with self._cond:
-                    self._running.discard(key)
+                    self._running[key] -= 1
+                    if self._running[key] <= 0:
+                        del self._running[key]
                     if outcome.status != "stopped" and key not in self._pending:
                         self._drop_job(key)
                     self._cond.notify_all()
