@@ -428,17 +428,18 @@ class Agent:
         if earlier:  # what a client sent along becomes the session's history, so nothing is lost
             self.record(session, *earlier)
         current = compaction.window(loaded + earlier)
-        system = self.system_prompt(ctx, text, current.summary)
-        compacted = False
-        if self._over_budget(system, current, text):
-            current, system, compacted = self._compact(ctx, session, current, text)
-        synthetic, pending = self._synthetic(ctx, session, current, knowledge, delivered, compacted)
         caller = _caller(meta)
         persona = meta.get("persona")
         persona_prompt = prompt_of(self.workspace, persona) if isinstance(persona, str) and persona else None
-        if persona_prompt:  # the persona's own prompt follows Sentient's, in the same message
-            system = f"{system.rstrip()}\n\n{persona_prompt}\n"
         told = self._facts_told(ctx, caller)
+        system = self.system_prompt(ctx, text, current.summary)
+        compacted = False
+        # the persona's prompt and the facts count towards the budget: compaction makes room for them
+        if self._over_budget(_joined(system, persona_prompt, told), current, text):
+            current, system, compacted = self._compact(ctx, session, current, text)
+        synthetic, pending = self._synthetic(ctx, session, current, knowledge, delivered, compacted)
+        if persona_prompt:  # the persona's own prompt follows Sentient's, in the same message
+            system = _joined(system, persona_prompt)
 
         def provenance() -> dict[str, Any]:
             """`untrusted: true` for the session's frontmatter, once, as soon as the turn is."""
@@ -592,6 +593,10 @@ class Agent:
             return document.replace(body=compaction.insert_summary(document.body, recent, section))
 
         self.workspace.vault.update("session", session, transform=insert)
+
+
+def _joined(*parts: str | None) -> str:
+    return "\n\n".join(part.strip() for part in parts if part) + "\n"
 
 
 def _caller(meta: Mapping[str, Any]) -> tuple[str, str] | None:

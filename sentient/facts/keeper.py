@@ -4,8 +4,8 @@ A turn asks `told(user, persona)` (one stat, a read only when the file changed) 
 answered, reports itself with `turn_taken`; every facts.every_n_turns unread turns of a
 session schedule one extraction for (user, persona). A scheduled job is a small file in
 `.sentient/facts/` until its attempt ends, so a job the process did not get to is run at the
-next start (`resume`). Two extractions of one (user, persona) never interleave: a lock per key
-in this process and a lock file across processes. Every way an extraction can fail leaves the
+next start (`resume`). Two extractions of one (user, persona) never interleave: a lock file
+per key (flock), which holds across threads and processes alike. Every way an extraction can fail leaves the
 fact file byte for byte as it was, and is logged.
 
 Which turns an extraction reads: the turns of every session of (user, persona) after the
@@ -73,7 +73,6 @@ class FactKeeper:
         self._pending: dict[str, set[str]] = {}  # key -> sessions, queued and not started
         self._running: Counter[str] = Counter()  # key -> extractions of it under way (or waiting for its lock)
         self._cond = threading.Condition()
-        self._key_locks: dict[str, threading.Lock] = {}
         self._workers: list[threading.Thread] = []
         self._closed = threading.Event()
 
@@ -195,15 +194,11 @@ class FactKeeper:
                         self._drop_job(key)
                     self._cond.notify_all()
 
-    def _key_lock(self, key: str) -> threading.Lock:
-        with self._cond:
-            return self._key_locks.setdefault(key, threading.Lock())
-
     # --- one extraction -----------------------------------------------------------------
 
     def extract(self, key: str, sessions: set[str] | None = None) -> Outcome:
         """Run one extraction for `key` (user/persona) now, under its locks; its outcome."""
-        with self._key_lock(key), self.workspace.vault.lock("extraction", key):
+        with self.workspace.vault.lock("extraction", key):  # per key, across threads and processes
             return self._extract(key, sessions or set())
 
     def _extract(self, key: str, sessions: set[str]) -> Outcome:
