@@ -190,6 +190,7 @@ def test_a_memory_off_turn_gets_no_facts_and_schedules_no_extraction(
                             incognito=turn_of == "incognito")
         assert not result.memory_allowed
         assert keeper(agent).wait(5)
+        assert not keeper(agent).outcomes, "no extraction scheduled"
         assert len(scripted.requests) == 1, "no extraction"
         assert "Biscuit" not in json.dumps(scripted.requests[0]["messages"])
         assert COMPANION in scripted.requests[0]["messages"][0]["content"]  # the persona is memory-free
