@@ -34,6 +34,8 @@ class ChatState:
     session: str | None = None
     incognito: bool = False
     pins: list[str] = field(default_factory=list)
+    user: str | None = None  # the caller and persona every session of this chat is started with
+    persona: str | None = None
 
 
 def handle_command(agent: Agent, state: ChatState, line: str) -> str | None:
@@ -93,12 +95,15 @@ def is_private(state: ChatState, line: str) -> bool:
     return state.incognito or line.strip().partition(" ")[0] == "/incognito"
 
 
-def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None]) -> int:
+def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None], *, user: str | None = None,
+         persona: str | None = None) -> int:
     """Chat until /quit, end of input (Ctrl-D) or Ctrl-C at the prompt. Errors are shown and
     the chat goes on; Ctrl-C during an answer cancels it (the message stays in the session).
     Lines typed in an incognito chat are taken out of the line-editing history as they come."""
-    write(f"Sentient chat on {agent.workspace.vault.root} (model {agent.llm.model_name('chat')}). /help for commands.")
-    state = ChatState()
+    with_whom = f", {user or 'someone'} talking to {persona}" if persona else (f", as {user}" if user else "")
+    write(f"Sentient chat on {agent.workspace.vault.root} (model {agent.llm.model_name('chat')}{with_whom}). "
+          "/help for commands.")
+    state = ChatState(user=user, persona=persona)
     while True:
         known = history_length()
         try:
@@ -119,7 +124,7 @@ def repl(agent: Agent, read: Callable[[str], str], write: Callable[[str], None])
                 continue
             if state.session is None:  # made first, so that a cancelled or failed turn keeps the message in it
                 state.session = agent.new_session(incognito=state.incognito, pins=state.pins or None,
-                                                  title=line.strip()[:60])
+                                                  title=line.strip()[:60], user=state.user, persona=state.persona)
             result = agent.turn(line, session=state.session, incognito=state.incognito)
         except SentientError as exc:
             write(f"error: {exc.message}")

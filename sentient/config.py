@@ -92,6 +92,16 @@ class TaskSettings(_Section):
     timeout: float = Field(default=600.0, gt=0)  # seconds a run may take; over it, it fails
 
 
+class FactSettings(_Section):
+    """Facts about a caller, kept per persona (docs/facts.md). Absent: none kept or told."""
+
+    max_facts: int = Field(default=40, ge=1, le=500)  # facts in one caller's set for one persona
+    max_chars: int = Field(default=200, ge=20, le=2000)  # characters of one fact's sentence
+    every_n_turns: int = Field(default=4, ge=1, le=1000)  # a caller's turns between two extractions
+    timeout: float = Field(default=120.0, gt=0)  # seconds an extraction may take; over it, its result is dropped
+    read_chars: int = Field(default=12000, ge=500)  # characters of recent turns one extraction reads
+
+
 class ThreatSettings(_Section):
     patterns: list[dict[str, Any]] = []  # extra patterns of this vault (docs/security.md)
     file: str | None = None  # a YAML file of extra patterns, relative to the vault
@@ -120,6 +130,7 @@ class Settings(_Section):
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
     tasks: TaskSettings = TaskSettings()
+    facts: FactSettings | None = None  # None (no `facts:` section): no facts kept or told
     threats: ThreatSettings = ThreatSettings()
     local: LocalSettings = LocalSettings()
     _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
@@ -269,6 +280,8 @@ def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
             raise ConfigError(f"{config_path}: must be a mapping of settings, not {type(loaded).__name__}")
         raw = dict(loaded or {})
     raw.pop("vault", None)
+    if "facts" in raw and raw["facts"] is None:  # a bare `facts:` switches facts on, with the defaults
+        raw["facts"] = {}
     if environ.get("SENTIENT_MODEL"):  # every role's model, but a role with a variable of its own set
         raw["model"] = environ["SENTIENT_MODEL"]
         models = dict(raw.get("models") or {})

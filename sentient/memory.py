@@ -26,7 +26,7 @@ from sentient.vault.document import Document, check_id, slugify
 from sentient.vault.kinds import check_key, check_title, classify, one_line
 from sentient.workspace import Workspace
 
-THREAT_KINDS = ("memory", "note", "plan", "skill", "notepad", "people", "run")
+THREAT_KINDS = ("memory", "note", "plan", "skill", "notepad", "people", "run", "persona")
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def parse_ref(workspace: Workspace, ref: str) -> tuple[str, str]:
             raise SentientError(f"{ref} is outside the vault {root}") from None
         found = classify(PurePosixPath(rel.as_posix()))
         if found is None or found[0] not in THREAT_KINDS:
-            raise SentientError(f"{ref} is not a memory entry, note, plan, skill, notepad, run or fact set "
+            raise SentientError(f"{ref} is not a memory entry, note, plan, skill, notepad, run, fact set or persona "
                                 "of the vault; name it by its path in the vault, as `sentient doctor` shows it")
         return found[0], check_key(*found)
     kind, colon, key = ref.partition(":")

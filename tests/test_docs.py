@@ -17,6 +17,9 @@ def setting_names(model: type[BaseModel], prefix: str = "") -> list[str]:
     names = []
     for name, field in model.model_fields.items():
         annotation = field.annotation
+        optional = [arg for arg in getattr(annotation, "__args__", ()) if arg is not type(None)]
+        if len(optional) == 1 and isinstance(optional[0], type) and issubclass(optional[0], BaseModel):
+            annotation = optional[0]  # a section that is None when absent (facts:)
         if name == "vault":
             continue
         if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation is not ModelRole:

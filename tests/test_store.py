@@ -621,7 +621,8 @@ MESSY_FILES = [
     "sessions/2026-11/deep/x.md", "sessions/not-a-month/s.md", "tasks/loose.md", "tasks/t1/task.md",
     "tasks/t1/notepad.md", "tasks/t1/other.md", "tasks/t1/runs/r1.md", "tasks/t1/runs/deeper/r2.md",
     "tasks/t1/extra/task.md", "tasks/runs/task.md", "tasks/t2/runs.md", "people/loose.md", "people/maya/friend.md",
-    "people/maya/deeper/x.md", "elsewhere/x.md", "x.md", ".sentient/index.md", ".git/memory.md", "memory/.git/y.md",
+    "people/maya/deeper/x.md", "personas/ada.md", "personas/sub/x.md",
+    "elsewhere/x.md", "x.md", ".sentient/index.md", ".git/memory.md", "memory/.git/y.md",
     "memory/.sentient/z.md",
 ]
 

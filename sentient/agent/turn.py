@@ -22,13 +22,15 @@ from sentient.agent.loop import CallRecord, Message, cut_middle, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.config import CHARS_PER_TOKEN, is_local
 from sentient.errors import NotFound, SentientError, TooLong
+from sentient.facts import FactKeeper, facts_read, persons_messages
 from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
 from sentient.llm import LLM, ContextTooLong
+from sentient.personas import get_persona, prompt_of
 from sentient.prompts import Prompts
 from sentient.tools import build_registry
 from sentient.tools.memory import relevant_memories
 from sentient.vault import transcript
-from sentient.vault.document import Document
+from sentient.vault.document import Document, check_id
 from sentient.vault.kinds import check_key, one_line
 from sentient.vault.store import iso, utc_now
 from sentient.workspace import Workspace
@@ -38,6 +40,12 @@ HISTORY_MESSAGES = 40
 REFUSED = "refused"
 log = logging.getLogger(__name__)
 INCOGNITO_PREFIX = "incognito-"
+
+
+class SessionMismatch(SentientError):
+    """A message to a session naming another caller or persona than the session was started with."""
+
+    status = 409
 
 
 @dataclass(frozen=True)
@@ -192,10 +200,15 @@ class Agent:
         self.knowledge = KnowledgeBuilder(workspace, self.prompts)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        facts = workspace.settings.facts  # None: no `facts:` section, so no facts kept or told
+        self.facts = FactKeeper(workspace, llm, self.prompts, facts, clock=clock) if facts is not None else None
 
     def close(self) -> None:
-        """Let background helpers finish (briefly), then stop the model servers it started."""
+        """Let background helpers finish (briefly), stop the fact extractions (a queued one is
+        run at the next start), then stop the model servers it started."""
         self.background.wait(5.0)
+        if self.facts is not None:
+            self.facts.close()
         self.llm.close()
 
     # --- sessions ----------------------------------------------------------------------
@@ -214,17 +227,48 @@ class Agent:
         title: str | None = None,
         key: str | None = None,
         scope: str | None = None,
+        user: str | None = None,
+        persona: str | None = None,
     ) -> str:
+        """A new session; `user` and `persona` (checked: an unknown persona is a 404 naming
+        the known ones) are kept in it for good."""
         pins = require_pins(self.workspace.vault, check_pins(pins or []))
+        caller = self.check_caller(user, persona)
         if incognito:
             key = INCOGNITO_PREFIX + secrets.token_hex(4)
             self._incognito[key] = []
-            self._incognito_meta[key] = {"pins": list(pins or [])}
+            self._incognito_meta[key] = {"pins": list(pins or []), **caller}
             return key
         key = key or self.clock().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        meta = {"title": one_line(title or "") or "New chat", "scope": scope, "channel": channel, "pins": pins}
+        meta = {"title": one_line(title or "") or "New chat", "scope": scope, "channel": channel, **caller,
+                "pins": pins}
         self.workspace.vault.create("session", key, meta)
         return key
+
+    def check_caller(self, user: str | None, persona: str | None) -> dict[str, str]:
+        """{"user", "persona"} as a session keeps them; InvalidId for an id that cannot name a
+        file, UnknownPersona (404, naming the known ones) for a persona the vault lacks."""
+        caller: dict[str, str] = {}
+        if user is not None:
+            caller["user"] = check_id(user, "user_id")
+        if persona is not None:
+            caller["persona"] = get_persona(self.workspace, persona).id
+        return caller
+
+    def check_session_caller(self, key: str, user: str | None, persona: str | None) -> None:
+        """SessionMismatch (409) when a message to a stored session names another caller or
+        persona than the session was started with: a session keeps both."""
+        if user is None and persona is None:
+            return
+        meta = self.session_meta(key)
+        for name, given, field_name in (("user_id", user, "user"), ("character_id", persona, "persona")):
+            kept = meta.get(field_name)
+            if given is not None and given != kept:
+                started = f"was started with {name} '{kept}'" if isinstance(kept, str) else \
+                    f"was started without {name}"
+                raise SessionMismatch(f"{name}: session {key} {started}, and a session keeps its caller and persona; "
+                                      f"leave {name} out to continue it, or leave session_id out to start a new "
+                                      f"session with {name} '{given}'")
 
     def set_pins(self, key: str, pins: list[str]) -> list[str]:
         """Replace a session's pins; the next message carries the changed block."""
@@ -296,17 +340,24 @@ class Agent:
         tool_choice: str | dict[str, Any] | None = None,
         on_text: Callable[[str], None] | None = None,
         prior: list[Message] | None = None,
+        user: str | None = None,
+        persona: str | None = None,
     ) -> TurnResult:
         """Answer one message from the person. `on_text` receives the answer as it streams;
-        `prior` is earlier conversation a client sent along (for a session that has none)."""
+        `prior` is earlier conversation a client sent along (for a session that has none);
+        `user` and `persona` name the caller and persona of a new session (a stored session
+        keeps its own: naming others is a SessionMismatch)."""
         if not text.strip():
             raise SentientError("the message is empty; type something to send")
         self.check_length(text)
         if session is None:
             title = transcript.writable(text.strip()[:60])  # as the message is kept (a terminal's bad bytes)
-            session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=title)
-        elif session not in self._incognito:
-            check_key("session", session)  # a bad id is refused before anything waits on it
+            session = self.new_session(incognito=incognito, channel=channel, pins=pins, title=title, user=user,
+                                       persona=persona)
+        else:
+            if session not in self._incognito:
+                check_key("session", session)  # a bad id is refused before anything waits on it
+            self.check_session_caller(session, user, persona)
         incognito = session in self._incognito
         if not self.workspace.watching:
             try:
@@ -377,11 +428,18 @@ class Agent:
         if earlier:  # what a client sent along becomes the session's history, so nothing is lost
             self.record(session, *earlier)
         current = compaction.window(loaded + earlier)
+        caller = _caller(meta)
+        persona = meta.get("persona")
+        persona_prompt = prompt_of(self.workspace, persona) if isinstance(persona, str) and persona else None
+        told = self._facts_told(ctx, caller)
         system = self.system_prompt(ctx, text, current.summary)
         compacted = False
-        if self._over_budget(system, current, text):
+        # the persona's prompt and the facts count towards the budget: compaction makes room for them
+        if self._over_budget(_joined(system, persona_prompt, told), current, text):
             current, system, compacted = self._compact(ctx, session, current, text)
         synthetic, pending = self._synthetic(ctx, session, current, knowledge, delivered, compacted)
+        if persona_prompt:  # the persona's own prompt follows Sentient's, in the same message
+            system = _joined(system, persona_prompt)
 
         def provenance() -> dict[str, Any]:
             """`untrusted: true` for the session's frontmatter, once, as soon as the turn is."""
@@ -405,6 +463,7 @@ class Agent:
         self.record(session, *said, meta=provenance() or None)
         messages: list[Message] = [
             {"role": "system", "content": system},
+            *([{"role": "system", "content": told}] if told is not None else []),
             *history(before, memory_allowed=ctx.memory_allowed, refused=self.settings.result_chars),
             {"role": "user", "content": content},
         ]
@@ -435,6 +494,9 @@ class Agent:
             except SentientError as failed:  # the refusal is what the person must hear about
                 log.warning("session %s: the refusal was not noted: %s", session, failed.message)
             raise
+        if caller is not None and self.facts is not None and ctx.memory_allowed and not ctx.incognito:
+            unread = persons_messages(loaded + earlier) - facts_read(meta)
+            self.facts.turn_taken(caller[0], caller[1], session, unread, unread + 1)
         return TurnResult(
             session,
             result.text,
@@ -445,6 +507,18 @@ class Agent:
             result.calls,
             result.offered,
         )
+
+    def _facts_told(self, ctx: ToolContext, caller: tuple[str, str] | None) -> str | None:
+        """The facts message of a turn with a known caller and persona; None without facts,
+        in a turn without memory, or when the set cannot be read (logged; the turn goes on)."""
+        if caller is None or self.facts is None or not ctx.memory_allowed:
+            return None
+        told = self.facts.told(*caller)
+        if told is None:
+            return None
+        if told.untrusted:  # read into the prompt: the turn starts untrusted again
+            ctx.state.mark_untrusted(f"the facts about {caller[0]}, written from outside content")
+        return told.text
 
     def _synthetic(
         self,
@@ -519,6 +593,16 @@ class Agent:
             return document.replace(body=compaction.insert_summary(document.body, recent, section))
 
         self.workspace.vault.update("session", session, transform=insert)
+
+
+def _joined(*parts: str | None) -> str:
+    return "\n\n".join(part.strip() for part in parts if part) + "\n"
+
+
+def _caller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(user, persona) a session was started with, when it has both."""
+    user, persona = meta.get("user"), meta.get("persona")
+    return (user, persona) if isinstance(user, str) and isinstance(persona, str) and user and persona else None
 
 
 def session_knowledge(

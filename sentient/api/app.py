@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, health, memory, sessions, skills, tasks, v1
+from sentient.api import chat, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import load_or_create_token, require_token
 from sentient.config import Settings
 from sentient.errors import SentientError
@@ -135,6 +135,8 @@ def create_app(
         runner = Runner(agent)
         scheduler = Scheduler(workspace, runner, clock=clock, tools=agent.registry.names(), interval=tick)
         runner.recover()  # runs a process left going when it ended: failed
+        if agent.facts is not None:
+            agent.facts.resume()  # fact extractions scheduled before the last stop and not run
         scheduler.load()
         watcher = Watcher(workspace, on_change=scheduler.on_change) if watch else None
         if watcher is not None:
@@ -175,6 +177,8 @@ def create_app(
     app.include_router(sessions.router, dependencies=protected)
     app.include_router(skills.router, dependencies=protected)
     app.include_router(tasks.router, dependencies=protected)
+    app.include_router(people.router, dependencies=protected)
+    app.include_router(personas.router, dependencies=protected)
     if settings.features.memory:  # absent, not switched off: the routes do not exist
         app.include_router(memory.router, dependencies=protected)
     app.include_router(v1.router, dependencies=protected)

@@ -17,6 +17,7 @@ from sentient.agent.turn import INCOGNITO_PREFIX, Agent, TurnResult
 from sentient.api.deps import AgentDep
 from sentient.errors import NotFound, SentientError
 from sentient.llm import LLMError
+from sentient.vault.document import check_id
 from sentient.vault.kinds import check_key
 from sentient.vault.transcript import writable
 
@@ -33,6 +34,10 @@ class ChatRequest(BaseModel):
     pins: list[str] | None = Field(default=None, description="note:<id> / plan:<id> to pin to a new session (not with "
                                    "session_id: PUT /api/sessions/{session_id}/pins changes an existing one's)")
     stream: StrictBool = Field(default=False, description="answer as server-sent events")
+    user_id: str | None = Field(default=None, description="the caller: a new session keeps it, and with "
+                                "character_id their facts are told and kept (docs/facts.md)")
+    character_id: str | None = Field(default=None, description="the persona (personas/<id>.md) a new session "
+                                     "talks as; a stored session keeps the one it started with")
 
     @field_validator("message")
     @classmethod
@@ -53,6 +58,13 @@ class ChatRequest(BaseModel):
     def _valid_id(cls, value: str | None) -> str | None:
         if value is not None:
             check_key("session", value)
+        return value
+
+    @field_validator("user_id", "character_id")
+    @classmethod
+    def _valid_ids(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            check_id(value, str(info.field_name))
         return value
 
     @field_validator("incognito")
@@ -121,14 +133,17 @@ def open_session(agent: Agent, request: ChatRequest) -> str:
     agent.check_length(request.message)  # before a session is opened for it
     if request.session_id is not None:  # checked before a stream starts: a 404, not an error event
         if agent.is_incognito(request.session_id):
+            agent.check_session_caller(request.session_id, request.user_id, request.character_id)
             return request.session_id
         if request.incognito:
             raise NotFound(f"no incognito session '{request.session_id}' (it ends with the server that holds it); "
                            "start a new one by leaving session_id out")
         if agent.workspace.vault.locate("session", request.session_id) is None:
             raise NotFound(f"no session '{request.session_id}'; start a new one by leaving session out")
+        agent.check_session_caller(request.session_id, request.user_id, request.character_id)
         return request.session_id
-    return agent.new_session(incognito=request.incognito, pins=request.pins, title=request.message.strip()[:60])
+    return agent.new_session(incognito=request.incognito, pins=request.pins, title=request.message.strip()[:60],
+                             user=request.user_id, persona=request.character_id)
 
 
 def run_turn(agent: Agent, session: str, request: ChatRequest, on_text: Callable[[str], None] | None = None,

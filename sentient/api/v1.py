@@ -2,9 +2,14 @@
 (whole or `stream: true` in the chunk format) and GET /v1/models.
 
 These turns use channel `api`: whether they may use memory follows `api.allow_memory`. A
-client's `user` (field, or the `X-Sentient-User` header) maps to one session, so its
+client's `user` (field, or the `X-Sentient-User` header) maps to one session per model, so its
 follow-ups continue that session; without one, each request is a new session and the earlier
 messages the client sends along are its history.
+
+The `model` picks the persona: `sentient` is none, and each persona of the vault
+(`personas/<id>.md`) is a model of its own id, listed by `GET /v1/models`; any other model is a
+404 naming the known ones. With a persona and a `user`, the turn is a known caller's: its facts
+are told (when the turn may use memory) and kept (docs/facts.md).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
 from sentient.agent.turn import Agent, TurnResult
 from sentient.api.chat import TurnFailed, relay
 from sentient.api.deps import AgentDep
-from sentient.errors import SentientError
+from sentient.errors import NotFound, SentientError
 from sentient.llm import LLMError
+from sentient.personas import get_persona, list_personas
+from sentient.vault.document import check_id
 from sentient.vault.transcript import writable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
@@ -69,13 +76,41 @@ def text_of(content: str | list[dict[str, Any]] | None) -> str:
     return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
-def session_for(agent: Agent, user: str | None) -> tuple[str, bool]:
-    """(session key, is new). One stored session per client user."""
+def persona_of(agent: Agent, model: str) -> str | None:
+    """The persona a request's `model` names (None for `sentient`); NotFound naming the models."""
+    if model == MODEL_ID:
+        return None
+    try:
+        return get_persona(agent.workspace, check_id(model, "model"), "model").id
+    except SentientError:
+        known = [MODEL_ID, *(p.id for p in list_personas(agent.workspace))]
+        raise NotFound(f"model: there is no model '{model}' here; the models are {', '.join(known)} "
+                       "(`sentient`, or a persona of the vault: personas/<id>.md)") from None
+
+
+def caller_of(agent: Agent, user: str | None, persona: str | None) -> str | None:
+    """The `user` as a caller id kept in the session (and naming their facts), or None. With
+    facts on, a persona's caller must be an id that can name a folder (people/<user>/)."""
     if not user:
-        return agent.new_session(channel="api", title="API chat"), True
-    key = "api-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+        return None
+    try:
+        return check_id(user, "user")
+    except SentientError as exc:
+        if persona is not None and agent.settings.facts is not None:
+            raise SentientError(f"{exc.message}; with a persona model the user names the caller whose facts are "
+                                "kept (people/<user>/), so it must be such an id") from None
+        return None
+
+
+def session_for(agent: Agent, user: str | None, persona: str | None = None) -> tuple[str, bool]:
+    """(session key, is new). One stored session per client user and model."""
+    if not user:
+        return agent.new_session(channel="api", title="API chat", persona=persona), True
+    seed = user if persona is None else f"{user}\n{persona}"
+    key = "api-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
     if agent.workspace.vault.locate("session", key) is None:
-        agent.new_session(channel="api", title=f"API chat ({user[:40]})", key=key)
+        title = f"API chat ({user[:40]})" if persona is None else f"API chat ({user[:40]}, {persona})"
+        agent.new_session(channel="api", title=title, key=key, user=caller_of(agent, user, persona), persona=persona)
         return key, True
     return key, False
 
@@ -87,8 +122,10 @@ def check(request: CompletionRequest) -> None:
 
 def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: Any = None) -> TurnResult:
     check(request)
+    persona = persona_of(agent, request.model)
+    caller_of(agent, request.user or user, persona)  # a bad one refused before anything is written
     agent.check_length(text_of(request.messages[-1].content))  # before a session is opened for it
-    session, new = session_for(agent, request.user or user)
+    session, new = session_for(agent, request.user or user, persona)
     prior: list[dict[str, Any]] = []
     if new:
         prior = [{"role": m.role, "content": text_of(m.content)} for m in request.messages[:-1]
@@ -102,8 +139,12 @@ def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: An
 
 @router.get("/models")
 def models(agent: AgentDep) -> dict[str, Any]:
-    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sentient",
-                                        "root": agent.llm.model_name("chat")}]}
+    """`sentient` (no persona) and one model per persona of the vault, by its id."""
+    root = agent.llm.model_name("chat")
+    listed = [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sentient", "root": root}]
+    listed += [{"id": p.id, "object": "model", "created": 0, "owned_by": "sentient", "root": root, "name": p.name}
+               for p in list_personas(agent.workspace)]
+    return {"object": "list", "data": listed}
 
 
 @router.post("/chat/completions")
@@ -113,6 +154,7 @@ def completions(
     x_sentient_user: Annotated[str | None, Header()] = None,
 ) -> Any:
     check(request)  # before a stream starts: bad input gets its 400, not a 200 with an error chunk
+    caller_of(agent, request.user or x_sentient_user, persona_of(agent, request.model))
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     if request.stream:

@@ -17,6 +17,9 @@ from sentient.workspace import Workspace
 
 def add_parser(sub: Any) -> None:
     chat = sub.add_parser("chat", help="chat with the agent in the terminal")
+    chat.add_argument("--user", help="who is chatting (an id such as maya): with --persona, their facts are "
+                      "told and kept (docs/facts.md)")
+    chat.add_argument("--persona", help="talk to this persona (personas/<id>.md)")
     chat.set_defaults(handler=cmd_chat)
 
 
@@ -31,7 +34,10 @@ def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
             readline.read_history_file(history)
     agent = open_agent(workspace, os.environ)
     try:
-        return repl(agent, input, print)
+        agent.check_caller(args.user, args.persona)  # a bad id or unknown persona before the first line
+        if agent.facts is not None:
+            agent.facts.resume()  # extractions a process scheduled and did not run
+        return repl(agent, input, print, user=args.user, persona=args.persona)
     finally:
         agent.close()
         if readline is not None:

@@ -20,6 +20,7 @@ KIND_LABELS = {
     "notepad": ("notepad", "notepads"),
     "run": ("task run", "task runs"),
     "people": ("fact set", "fact sets"),
+    "persona": ("persona", "personas"),
 }
 
 

@@ -226,6 +226,16 @@ class Reader:
                            created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
                            threat=_loads(r[15])) for r in rows]
 
+    def sessions_of(self, user: str) -> list[tuple[str, str, str | None, str]]:
+        """(key, path relative to the vault, persona, title) of every session of a caller (its
+        frontmatter's `user`), oldest first."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT key, path, json_extract(frontmatter, '$.persona'), title FROM documents "
+                "WHERE kind = 'session' AND json_extract(frontmatter, '$.user') = ? "
+                "ORDER BY coalesce(nullif(created, ''), ''), key", (user,)).fetchall()
+        return [(r[0], r[1], r[2] if isinstance(r[2], str) else None, str(r[3])) for r in rows]
+
     def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
         """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
         of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""

@@ -58,6 +58,7 @@ KINDS: dict[str, Kind] = {
                 "incognito:bool",
                 "user:str",
                 "persona:str",
+                "facts_read:int",
                 "pins:list",
                 "knowledge_delivered:str",
                 "untrusted:bool",
@@ -119,11 +120,18 @@ KINDS: dict[str, Kind] = {
                 "persona:str",
                 "updated:datetime",
                 "revision:str",
+                "turns_seen:int",
                 "untrusted:bool",
                 "threat:threat",
             ),
             key_parts=2,
             description="facts about callers",
+        ),
+        Kind(
+            "persona",
+            "personas",
+            _fields("id:str", "name:str", "created:datetime", "updated:datetime", "revision:str", "threat:threat"),
+            description="personas",
         ),
     )
 }
@@ -215,4 +223,6 @@ def classify(rel: PurePosixPath) -> tuple[str, str] | None:
         return "run", f"{parts[1]}/{stem}"
     if top == "people" and len(parts) == 3:
         return "people", f"{parts[1]}/{stem}"
+    if top == "personas" and len(parts) == 2:
+        return "persona", stem
     return None

@@ -10,7 +10,7 @@ from pathlib import Path
 from sentient.config import CONFIG_FILE, find_vault
 from sentient.errors import AlreadyExists, SentientError
 
-FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people")
+FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people", "personas")
 GITIGNORE = ".sentient/\n# what a write killed before its rename can leave beside a file\n*.sentient-tmp\n"
 
 

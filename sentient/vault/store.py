@@ -99,11 +99,13 @@ _TOPS: dict[str, _Place] = {
     "sessions": ("sessions", ""),
     "tasks": ("tasks", ""),
     "people": ("people", ""),
+    "personas": ("files", "persona"),
 }
 _UNREADABLE_FIX = "Make it a folder Sentient can read; until then what it holds is left out (not taken as empty)"
 # the folders whose being unreadable is reported (Vault.folder_problems), and the kind each holds
 _FOLDER_KINDS = {"memory": "memory", "pins": "note", "pins/notes": "note", "pins/plans": "plan", "skills": "skill",
-                 "sessions": "session", "tasks": "task", "people": "people"}
+                 "sessions": "session", "tasks": "task", "people": "people",
+                 "personas": "persona"}
 _REACH = {"pins": {"note", "plan"}, "tasks": {"task", "notepad", "run"}, "task": {"task", "notepad", "run"}}
 _TASK_FILES = {"task.md": "task", "notepad.md": "notepad"}
 

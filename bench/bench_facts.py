@@ -1,0 +1,254 @@
+"""Caller facts benchmark: `python bench/bench_facts.py [--entries 1000] [--turns 200]`.
+
+Does keeping facts slow a chat down? A generated vault (bench/gen_vault.py) with a persona is
+served by `create_app` under uvicorn on 127.0.0.1 in a separate process, twice: without a
+`facts:` section (off) and with one (on, an extraction every 2 turns, so extractions run all
+the time). The model is the scripted one of tests/scripted.py: a chat turn is answered at once,
+an extraction after EXTRACTION_DELAY seconds (as a real model takes its time) with a valid
+replacement set, so the background worker reads sessions, validates and writes while the
+chats go on. What a request takes is the server's own work per turn.
+
+From httpx clients in this process it measures latency p50/p95 and requests per second of
+`POST /api/chat` with `user_id` and `character_id`, sequential and with 4 concurrent clients
+(each client one caller, a new session every 10 messages), and counts the extractions written.
+In this process it also times the turn path's read of a set of 40 facts: unchanged (a stat)
+and just changed (read and judged).
+
+Prints markdown tables and writes them under "## Caller facts (issue 20)" in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [str(ROOT), str(BENCH)]
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
+
+from bench_api import machine, ms, quantile, vault_copy  # noqa: E402
+from results import write_section  # noqa: E402
+
+HEADING = "## Caller facts (issue 20)"
+CONVERSATION = 10
+EXTRACTION_DELAY = 0.3  # seconds the scripted extraction model takes
+EXTRACTION = "You keep a short list of facts"
+PERSONA = "---\nid: companion\nname: Ada\n---\n\nYou are Ada, a warm companion. Be brief and kind.\n"
+
+
+def register_model() -> None:
+    """Chat answered at once; an extraction after EXTRACTION_DELAY, with a valid set."""
+    import litellm
+
+    from tests.scripted import PROVIDER, Scripted, ScriptedReply, text
+
+    class Model(Scripted):
+        def _next(self, model: str, messages: list[Any], optional_params: dict[str, Any], stream: bool,
+                  api_base: str | None, api_key: str | None, timeout: Any) -> ScriptedReply:
+            first = str(messages[0].get("content") or "") if messages else ""
+            if first.startswith(EXTRACTION):
+                time.sleep(EXTRACTION_DELAY)
+                facts = [{"category": "garden", "text": "They plan the garden every week."},
+                         {"category": "time", "text": f"They last talked at {time.time():.0f}."}]
+                return text(json.dumps({"facts": facts}))
+            return text("ok")
+
+    litellm.custom_provider_map = [{"provider": PROVIDER, "custom_handler": Model()}]
+
+
+def serve(vault: Path, port: int) -> None:
+    import uvicorn
+
+    from sentient.api.app import create_app
+    from sentient.config import load_settings
+
+    register_model()
+    app = create_app(load_settings(vault, {"SENTIENT_MODEL": "scripted/test"}), environ={}, schedule=False)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+@contextmanager
+def server_process(vault: Path) -> Iterator[tuple[str, str]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the server process ended ({process.returncode})")
+            if time.monotonic() > deadline:
+                raise SystemExit("the server did not answer within 300 s")
+            try:
+                token = (vault / ".sentient" / "token").read_text().strip()
+                if httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200:
+                    break
+            except (OSError, httpx.TransportError):
+                pass
+            time.sleep(0.1)
+        yield url, token
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def conversation(client: httpx.Client, caller: str, turns: int, times: list[float]) -> None:
+    session: str | None = None
+    for number in range(turns):
+        body: dict[str, Any] = {"message": f"message {number}: I plan the garden on Sundays, remember?"}
+        if number % CONVERSATION:
+            body["session_id"] = session
+        else:
+            body.update(user_id=caller, character_id="companion")
+        start = time.perf_counter()
+        response = client.post("/api/chat", json=body)
+        times.append(time.perf_counter() - start)
+        if response.status_code != 200:
+            raise SystemExit(f"/api/chat: {response.status_code} {response.text[:300]}")
+        session = response.json()["session_id"]
+
+
+def load(url: str, token: str, clients: int, turns: int, tag: str) -> tuple[list[float], float]:
+    per_client: list[list[float]] = [[] for _ in range(clients)]
+    start_line = threading.Barrier(clients + 1)
+
+    def run(number: int) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+            client.get("/api/health")
+            start_line.wait()
+            conversation(client, f"{tag}-c{number}", turns // clients, per_client[number])
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    start_line.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return [t for times in per_client for t in times], time.perf_counter() - began
+
+
+def written(url: str, token: str, callers: list[str]) -> int:
+    """How many of the callers' fact sets an extraction wrote (their last outcome `written`)."""
+    count = 0
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        for caller in callers:
+            held = client.get(f"/api/people/{caller}")
+            if held.status_code == 200:
+                count += sum(1 for facts in held.json()["facts"]
+                             if (facts.get("last_extraction") or {}).get("status") == "written")
+    return count
+
+
+def prepare(vault: Path, facts: bool) -> None:
+    (vault / "personas").mkdir(exist_ok=True)
+    (vault / "personas" / "companion.md").write_text(PERSONA)
+    config = (vault / "sentient.yaml").read_text()
+    config += "\napi:\n  allow_memory: true\n" if "api:" not in config else ""
+    if facts:
+        config += "\nfacts:\n  every_n_turns: 2\n"
+    (vault / "sentient.yaml").write_text(config)
+
+
+def read_path(scratch: Path, reads: int) -> tuple[float, float]:
+    """Seconds per FactReader.told of a 40-fact set: unchanged, and changed before each read."""
+    from sentient.config import load_settings
+    from sentient.facts.sets import FactReader
+    from sentient.prompts import Prompts
+    from sentient.workspace import open_workspace
+
+    vault = scratch / "read-vault"
+    (vault / "people" / "maya").mkdir(parents=True)
+    (vault / "sentient.yaml").write_text("facts: {}\n")
+    path = vault / "people" / "maya" / "companion.md"
+    lines = [f"- **fact{n}**: She said thing number {n} about her week, her garden and her cat." for n in range(40)]
+    path.write_text("\n".join(lines) + "\n")
+    with open_workspace(load_settings(vault, {})) as workspace:
+        reader = FactReader(workspace, Prompts(vault))
+        reader.told("maya", "companion")
+        start = time.perf_counter()
+        for _ in range(reads):
+            reader.told("maya", "companion")
+        unchanged = (time.perf_counter() - start) / reads
+        start = time.perf_counter()
+        for number in range(reads // 10):
+            path.write_text("\n".join(lines) + f"\n- **n**: Edit {number}.\n")
+            reader.told("maya", "companion")
+        changed = (time.perf_counter() - start) / (reads // 10)
+    return unchanged, changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(Path(args.serve[0]), int(args.serve[1]))
+        return 0
+    rows: list[str] = []
+    extracted: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="sentient-bench-facts-") as scratch:
+        for facts in (False, True):
+            label = "on" if facts else "off"
+            workdir = Path(scratch) / label
+            workdir.mkdir()
+            vault = vault_copy(args.entries, workdir)
+            prepare(vault, facts)
+            with server_process(vault) as (url, token):
+                load(url, token, 1, 20, f"warm-{label}")  # first turns pay one-time costs
+                callers: list[str] = []
+                for clients in (1, 4):
+                    tag = f"{label}{clients}"
+                    times, wall = load(url, token, clients, args.turns, tag)
+                    callers += [f"{tag}-c{n}" for n in range(clients)]
+                    rows.append(f"| {label} | {clients} | {len(times)} | {ms(quantile(times, 0.5))} | "
+                                f"{ms(quantile(times, 0.95))} | {len(times) / wall:.0f} |")
+                time.sleep(EXTRACTION_DELAY * 4)  # let the last extractions end (reported, not timed)
+                extracted[label] = written(url, token, callers)
+        unchanged, changed = read_path(Path(scratch), 2000)
+    now = datetime.now(UTC).strftime("%Y-%m-%d")
+    section = "\n".join([
+        HEADING, "",
+        f"`python bench/bench_facts.py --entries {args.entries} --turns {args.turns}` on {machine()}, {now}.", "",
+        "Server overhead of `POST /api/chat` with `user_id` and `character_id` (the scripted model answers a chat "
+        f"turn at once; an extraction takes {EXTRACTION_DELAY:g} s). Facts on: an extraction every 2 turns, on the "
+        "background workers.", "",
+        "| facts | clients | requests | p50 | p95 | requests/s |", "| --- | --- | --- | --- | --- | --- |", *rows, "",
+        f"Fact sets written by the background extraction while this ran (facts on): {extracted.get('on', 0)} "
+        f"of the callers' sets had their last extraction written; facts off: {extracted.get('off', 0)}.", "",
+        f"The turn path's read of a 40-fact set (`FactReader.told`): {unchanged * 1e6:.0f} µs unchanged (one "
+        f"stat and a cache lookup), {changed * 1000:.2f} ms just changed (read, every line judged, rendered).", "",
+        "Notes: the turn never waits for an extraction (it is queued to the FactKeeper's workers after the "
+        "answer); what facts add to a turn itself is the set's read (the figure above) and a longer prompt. The "
+        "rest of the difference between on and off is the workers' own work beside the chats on this 2-CPU "
+        "machine, at an extraction every 2 turns (twice the default's rate): each reads the caller's unread "
+        "turns from their session files, checks the reply, writes the fact file and marks the sessions read "
+        "(a session write, under the lock the turn takes to write the same file). It shows in p95 and "
+        "throughput more than in p50. At the default (every 4 turns) and with a real model taking seconds, "
+        "extractions are rarer than here.", ""])
+    print(section)
+    write_section(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""One extraction: the caller's unread turns and the current set in, a replacement set out,
+checked, and written as the difference in one atomic conditional step.
+
+The model answers `{"facts": [{"category": "...", "text": "..."}]}`. A reply is refused whole
+(nothing written) when it is not that JSON, has a category that is not one short lowercase
+word, a sentence that is empty, longer than facts.max_chars or more than one line, more facts
+than facts.max_facts, a fact that reads like instructions (the model that wrote it read text
+that steers models, so none of its reply is trusted), or fewer than half the facts the model
+was shown (a rewrite that loses that much is more likely a slip than a change of mind).
+Duplicates (same category and text, ignoring case and spacing) are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from sentient.config import FactSettings
+from sentient.errors import SentientError
+from sentient.facts.sets import FactSet, ShownFact
+from sentient.knowledge import quoted
+from sentient.prompts import Prompts
+from sentient.vault.people import FACT_LINE, Fact
+
+TEMPLATE = "fact_extraction.md.j2"
+CATEGORY = re.compile(r"[a-z][a-z0-9-]{0,23}")
+KEEP_AT_LEAST = 0.5  # of the facts shown, for a set of MIN_GUARDED or more
+MIN_GUARDED = 4
+
+
+class Refused(SentientError):
+    """A reply the extraction does not write; the message says why."""
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    category: str
+    text: str
+
+    @field_validator("category")
+    @classmethod
+    def _word(cls, value: str) -> str:
+        word = value.strip().lower()
+        if not CATEGORY.fullmatch(word):
+            raise ValueError(f"{value!r} is not one short lowercase word (a-z, 0-9, '-', at most 24)")
+        return word
+
+    @field_validator("text")
+    @classmethod
+    def _sentence(cls, value: str) -> str:
+        sentence = " ".join(value.split())
+        if not sentence:
+            raise ValueError("is empty")
+        if len(value.strip().splitlines()) > 1:
+            raise ValueError("is more than one line")
+        return sentence
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[_Fact]
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str  # user or assistant
+    text: str
+
+
+def prompt(prompts: Prompts, current: list[ShownFact], turns: list[Turn], settings: FactSettings) -> str:
+    return prompts.render(TEMPLATE, facts=current, turns=[Turn(t.role, quoted(t.text.strip())) for t in turns],
+                          max_facts=settings.max_facts, max_chars=settings.max_chars)
+
+
+def _json_object(text: str) -> Any:
+    """The JSON object in a model's reply (a code fence or words around it are allowed)."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise Refused("the reply holds no JSON object")
+    try:
+        return json.loads(text[start : end + 1])
+    except ValueError as exc:
+        raise Refused(f"the reply is not valid JSON ({exc})") from None
+
+
+def key_of(fact: Fact) -> tuple[str, str]:
+    """What two facts are the same by: category and text, ignoring case and spacing."""
+    return " ".join(fact.category.lower().split()), " ".join(fact.sentence.lower().split())
+
+
+def validate(text: str, shown: list[ShownFact], settings: FactSettings, flagged: Any) -> list[Fact]:
+    """The replacement set in a reply, checked (see the module's docstring); Refused otherwise.
+    `flagged(text) -> tuple[str, ...]` gives the threat patterns a fact matches."""
+    try:
+        reply = _Reply.model_validate(_json_object(text))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        shape = '{"facts": [{"category", "text"}]}'
+        raise Refused(f"the reply is not {shape}: {where}: {first['msg']}") from None
+    facts: list[Fact] = []
+    seen: set[tuple[str, str]] = set()
+    for item in reply.facts:
+        if len(item.text) > settings.max_chars:
+            raise Refused(f"a fact is {len(item.text)} characters, over facts.max_chars ({settings.max_chars}): "
+                          f"{item.text[:60]!r}...")
+        fact = Fact(item.category, item.text)
+        if key_of(fact) in seen:
+            continue
+        seen.add(key_of(fact))
+        facts.append(fact)
+    if len(facts) > settings.max_facts:
+        raise Refused(f"the reply has {len(facts)} facts, over facts.max_facts ({settings.max_facts})")
+    for fact in facts:
+        patterns = flagged(fact.render())
+        if patterns:
+            raise Refused(f"a fact reads like instructions ({', '.join(patterns)}): {fact.render()[:80]!r}; "
+                          "none of the reply is kept")
+    if len(shown) >= MIN_GUARDED and len(facts) < len(shown) * KEEP_AT_LEAST:
+        raise Refused(f"the reply keeps {len(facts)} of the {len(shown)} facts it was shown; a rewrite that loses "
+                      "more than half is taken for a slip and not written")
+    return facts
+
+
+def merged_body(body: str, shown: list[ShownFact], new: list[Fact]) -> str:
+    """The body with the difference applied: facts the model was shown and left out are
+    removed, facts it kept stay as written where they are, new ones follow the last fact line.
+    Lines that are not facts, and withheld facts (the model never saw them), stay as they are."""
+    wanted = {key_of(fact) for fact in new}
+    shown_keys = {key_of(fact.fact) for fact in shown if not fact.withheld}
+    kept: set[tuple[str, str]] = set()
+    lines: list[str] = []
+    last_fact = -1
+    for line in body.splitlines():
+        match = FACT_LINE.match(line)
+        if match:
+            key = key_of(Fact(match.group("category").strip(), match.group("sentence")))
+            if key in shown_keys and key not in wanted:
+                continue  # shown and dropped
+            kept.add(key)
+            last_fact = len(lines)
+        lines.append(line)
+    added = [fact.render() for fact in new if key_of(fact) not in kept]
+    if last_fact < 0:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        if lines:
+            lines.append("")
+        lines += added
+    else:
+        lines[last_fact + 1 : last_fact + 1] = added
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def changed(current: FactSet, new: list[Fact]) -> bool:
+    """Does the replacement differ from what the model was shown?"""
+    return {key_of(fact.fact) for fact in current.visible} != {key_of(fact) for fact in new}
