@@ -10,9 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from sentient.agent.turn import Agent, open_agent
+from sentient.cli import main
 from sentient.config import load_settings
 from sentient.workspace import open_workspace
 
@@ -72,3 +74,10 @@ def refusing_model(status: int, error: str) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Refusing
+
+
+def sentient(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run a `sentient` command in this process: (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

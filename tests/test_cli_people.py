@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from sentient.chat import repl
-from sentient.cli import main
 from sentient.vault.store import Vault
-from tests.agent_support import SCRIPTED, agent_on, configure
+from tests.agent_support import SCRIPTED, agent_on, configure, sentient
 from tests.scripted import Scripted, text
 from tests.test_chat import feed
 from tests.test_facts import COMPANION, add_personas, reply, shown_facts
@@ -27,11 +26,6 @@ def vault(make_vault: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SENTIENT_VAULT", str(made))
     return made
 
-
-def sentient(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_a_terminal_chat_as_a_caller_with_a_persona_keeps_their_facts(vault: Path, scripted: Scripted) -> None:

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from sentient.api.app import advertise, create_app
-from sentient.cli import main
 from sentient.config import load_settings
 from sentient.vault.store import Vault
-from tests.agent_support import SCRIPTED, configure
+from tests.agent_support import SCRIPTED, configure, sentient
 from tests.scripted import Scripted, ScriptedReply, call, text
 from tests.test_api_server import uvicorn_thread
 from tests.test_tasks import write_run
@@ -33,11 +32,6 @@ def vault(make_vault: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SENTIENT_VAULT", str(made))
     return made
 
-
-def sentient(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_add_list_show_and_a_bad_schedule_refused_with_the_fix(vault: Path, capsys: pytest.CaptureFixture[str]) -> None:
