@@ -479,52 +479,83 @@ def bench_prompt(root: Path, runs: int, calls: int, seed: int = 11) -> PromptRes
 # --- 3. a chat beside a task run: the server process --------------------------------------------
 
 
-def register_paced_model(delay: float) -> None:
-    """The scripted model (tests/scripted.py) as litellm's `scripted/` provider: a chat is answered
-    at once (an echo); a task run's call waits `delay` s, as a real model would, then asks for
-    memory_recall RECALLS times, task_notepad once, and answers. No request log (it would grow)."""
-    import litellm
-
-    from tests.scripted import PROVIDER, Scripted, ScriptedReply, call, text
-
-    class Paced(Scripted):
-        def _next(self, model: str, messages: list[Any], optional_params: dict[str, Any], stream: bool,
-                  api_base: str | None, api_key: str | None, timeout: Any) -> ScriptedReply:
-            system = messages[0].get("content") if messages else ""
-            if isinstance(system, str) and TASK_MARK in system:
-                time.sleep(delay)
-                done = sum(1 for message in messages if message.get("role") == "tool")
-                if done < RECALLS and optional_params.get("tools"):
-                    return call("memory_recall", query=QUERIES[done % len(QUERIES)], limit=3)
-                if done == RECALLS and optional_params.get("tools"):
-                    return call("task_notepad", text="- the garden plan\n- the tea market\n- the tax invoice")
-                return text("Nothing new since the last run: the garden plan and the tea market are as before.")
-            content = messages[-1].get("content") if messages else ""
-            last = content if isinstance(content, str) else str(content[-1].get("text", "")) if content else ""
-            return text(f"ok: {last[:80]}")
-
-    litellm.custom_provider_map = [{"provider": PROVIDER, "custom_handler": Paced()}]
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
-def serve(vault: Path, port: int, delay: float) -> None:
-    """`--serve`: what `sentient serve` runs (the watcher on), with the paced model; the scheduler
-    does not start runs by itself (`schedule=False`): this benchmark starts them."""
+def paced_model(port: int, delay: float) -> None:
+    """`--model`: an OpenAI-compatible model server on 127.0.0.1, a process of its own (as a real
+    model is): a chat is answered at once (an echo); a task run's call waits `delay` s, as a real
+    model would, then asks for memory_recall RECALLS times, task_notepad once, and answers."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    def reply(messages: list[dict[str, Any]], tools: bool) -> dict[str, Any]:
+        system = messages[0].get("content") if messages else ""
+        if isinstance(system, str) and TASK_MARK in system:
+            time.sleep(delay)
+            done = sum(1 for message in messages if message.get("role") == "tool")
+            if done <= RECALLS and tools:
+                name, arguments = (("memory_recall", {"query": QUERIES[done % len(QUERIES)], "limit": 3})
+                                   if done < RECALLS else
+                                   ("task_notepad", {"text": "- the garden plan\n- the tea market\n- the tax invoice"}))
+                return {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"call-{done}", "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+            return {"role": "assistant",
+                    "content": "Nothing new since the last run: the garden plan and the tea market are as before."}
+        content = messages[-1].get("content") if messages else ""
+        last = content if isinstance(content, str) else str(content[-1].get("text", "")) if content else ""
+        return {"role": "assistant", "content": f"ok: {last[:80]}"}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            message = reply(body.get("messages") or [], bool(body.get("tools")))
+            answer = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "paced",
+                                 "choices": [{"index": 0, "message": message,
+                                              "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def serve(vault: Path, port: int, model_port: int) -> None:
+    """`--serve`: what `sentient serve` runs (the watcher on), its model the paced model server
+    (reached over the network, so a task run runs in a process of its own, as with any provider);
+    the scheduler does not start runs by itself (`schedule=False`): this benchmark starts them."""
     import uvicorn
 
     from sentient.api.app import create_app
 
-    register_paced_model(delay)
-    app = create_app(load_settings(vault, {"SENTIENT_MODEL": "scripted/test"}), environ={}, schedule=False)
+    settings = load_settings(vault, {"SENTIENT_MODEL": "openai/paced"})
+    settings = settings.model_copy(update={"models": settings.models.model_copy(update={
+        "chat": settings.models.chat.model_copy(update={"api_base": f"http://127.0.0.1:{model_port}/v1",
+                                                        "api_key_env": "PACED_KEY"})})})
+    app = create_app(settings, environ={"PACED_KEY": "sk-paced"}, schedule=False)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 @contextmanager
 def server_process(vault: Path, delay: float) -> Iterator[tuple[str, str, int]]:
-    """(base url, token, pid) of a server process on a free port of 127.0.0.1; stopped on the way out."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port), str(delay)])
+    """(base url, token, pid) of a server process on a free port of 127.0.0.1, beside its paced model
+    server; both stopped on the way out."""
+    model_port, port = free_port(), free_port()
+    model = subprocess.Popen([sys.executable, __file__, "--model", str(model_port), str(delay)])
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port), str(model_port)])
     url = f"http://127.0.0.1:{port}"
     try:
         token_file = vault / ".sentient" / "token"
@@ -545,6 +576,8 @@ def server_process(vault: Path, delay: float) -> Iterator[tuple[str, str, int]]:
     finally:
         process.terminate()
         process.wait(60)
+        model.terminate()
+        model.wait(60)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -906,6 +939,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--serve":
-        serve(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+        serve(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "--model":
+        paced_model(int(sys.argv[2]), float(sys.argv[3]))
     else:
         sys.exit(main())

@@ -132,7 +132,7 @@ def create_app(
         _ = workspace.judge.patterns.prefilter  # the scan's databases compiled (or loaded) now, not in a chat turn
         workspace.index.sync()
         agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings), clock=clock)
-        runner = Runner(agent)
+        runner = Runner(agent, apart=clock is utc_now, environ=environ)  # a run apart reads the real clock
         scheduler = Scheduler(workspace, runner, clock=clock, tools=agent.registry.names(), interval=tick)
         runner.recover()  # runs a process left going when it ended: failed
         if agent.facts is not None:

@@ -111,6 +111,17 @@ class LLM:
             return Endpoint(self._local_models().litellm_model(model))
         return Endpoint(model, config.api_base, api_key)
 
+    def in_this_process(self, role: str) -> bool:
+        """Can `role`'s model be reached only from this process? The embedded model (its server
+        is this process's child, spoken to over a pipe), a model a resolver maps, and one whose
+        litellm provider is registered in this process (a custom handler) can; a model reached
+        over the network (a provider's API, a server on this machine) can be reached from any."""
+        model = self.model_name(role)
+        if is_local(model) or (self._resolver is not None and self._resolver(model) is not None):
+            return True
+        provider = model.split("/", 1)[0] if "/" in model else ""
+        return any(item.get("provider") == provider for item in _litellm().custom_provider_map or ())
+
     def _local_models(self) -> LocalModels:
         with self._local_lock:
             if self._local is None:

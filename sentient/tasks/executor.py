@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class Started:
     note: str | None = None  # for its log: why it runs now (a slot missed while Sentient was not running)
     cancel: threading.Event = field(default_factory=threading.Event)
     stopping: str | None = None  # why it is cancelled when not by the person ("Sentient stopped")
+    process: subprocess.Popen[bytes] | None = None  # running in a process of its own (child.py)
 
     @property
     def key(self) -> str:

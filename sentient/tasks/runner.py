@@ -1,8 +1,10 @@
 """Runner: task runs off the request path, at most `tasks.max_parallel` at once.
 
 `submit` begins a run (its file, its lock) and returns at once, so the API and the scheduler
-have its id while it waits its turn (`queued`) or runs on one of the runner's worker threads.
-A chat never waits for a run. Stopping the runner asks the runs going to stop, and marks the
+have its id while it waits its turn (`queued`) or runs. A worker thread takes it: a run whose
+model is reached over the network runs in a process of its own (child.py), so a chat never
+waits for a run, not even for the interpreter lock; a run on a model that lives only in this
+process (the embedded model) runs on the worker thread. Stopping the runner asks the runs going to stop, and marks the
 runs still waiting as cancelled; a run cut off by the process ending is marked failed the next
 time Sentient starts (`recover`).
 """
@@ -13,19 +15,28 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sentient.agent.turn import Agent
+from sentient.errors import SentientError
+from sentient.tasks import child
 from sentient.tasks.executor import Started, begin_run, execute
 from sentient.tasks.runs import log_line, mark_cut_off, request_cancel, write_run
+from sentient.tasks.spec import task_spec
 from sentient.vault.store import iso
 
 log = logging.getLogger(__name__)
 
 
 class Runner:
-    def __init__(self, agent: Agent, *, on_end: Callable[[Started], None] | None = None) -> None:
+    def __init__(self, agent: Agent, *, apart: bool = True, environ: Mapping[str, str] | None = None,
+                 on_end: Callable[[Started], None] | None = None) -> None:
+        """`apart`: runs whose model can be reached from another process run in one of their own
+        (False: every run on a worker thread, e.g. when the agent reads an injected clock);
+        `environ`: what such a process is given beside this one's environment (provider keys)."""
         self.agent = agent
+        self.apart = apart
+        self.environ = dict(environ or {})
         self.on_end = on_end
         self.max_parallel = agent.settings.tasks.max_parallel
         self._queue: queue.Queue[Started | None] = queue.Queue()
@@ -88,11 +99,14 @@ class Runner:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the runs going to stop, mark those still waiting cancelled, and give the workers
-        `timeout` seconds (a model call under way is not interrupted: such a run is marked failed
-        at the next start)."""
-        for started in self.going():
-            started.stopping = "Sentient stopped before it ended"
-            started.cancel.set()
+        `timeout` seconds. A run still in a model call then is marked cancelled: its process is
+        stopped; a run on a worker thread is left to the ending of this one."""
+        with self._guard:
+            for started in self._going.values():
+                started.stopping = "Sentient stopped before it ended"
+                started.cancel.set()
+                if started.process is not None:
+                    started.process.terminate()  # it stops before its next step, as a thread does
         while True:
             try:
                 waiting = self._queue.get_nowait()
@@ -100,10 +114,18 @@ class Runner:
                 break
             if waiting is not None:
                 self._never_ran(waiting)
+                self._ended(waiting)
         for _ in self._workers:
             self._queue.put(None)
         deadline = time.monotonic() + timeout
         for worker in self._workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        with self._guard:
+            late = [started.process for started in self._going.values() if started.process is not None]
+        for process in late:  # still in a model call: stopped now, and its worker records that
+            process.kill()
+        deadline = time.monotonic() + 2.0
+        for worker in self._workers if late else ():
             worker.join(max(0.0, deadline - time.monotonic()))
         self._workers = []
         for started in self.going():  # still in a model call: say so now, the process is ending
@@ -116,17 +138,18 @@ class Runner:
             except Exception as exc:  # marked failed at the next start instead
                 log.warning("run %s: could not be marked cancelled: %s", started.key, exc)
 
-    def _never_ran(self, started: Started) -> None:
+    def _never_ran(self, started: Started, failed: str | None = None) -> None:
+        """Record a run that never began: cancelled (Sentient stopped first), or `failed` (why its
+        process could not start); and free its task."""
         now = self.agent.clock()
+        status, why = ("failed", failed) if failed is not None else ("cancelled", "Sentient stopped before it ran")
         try:
-            line = log_line(now, "cancelled: Sentient stopped before it ran")
-            write_run(self.agent.workspace.vault, started.key, line,
-                      meta={"status": "cancelled", "finished": iso(now), "summary": "Cancelled: Sentient stopped."})
+            write_run(self.agent.workspace.vault, started.key, log_line(now, f"{status}: {why}"),
+                      meta={"status": status, "finished": iso(now), "summary": f"{status.capitalize()}: {why}."})
         except Exception as exc:
             log.warning("run %s: could not be marked cancelled: %s", started.key, exc)
         finally:
             started.lock.release()
-            self._ended(started)
 
     def _work(self) -> None:
         while True:
@@ -134,11 +157,40 @@ class Runner:
             if started is None:
                 return
             try:
-                execute(self.agent, started)
+                if self._runs_apart(started):
+                    self._execute_apart(started)
+                else:
+                    execute(self.agent, started)
             except Exception:  # execute records the run's own failures; this is one it could not record
                 log.exception("run %s could not be recorded", started.key)
             finally:
                 self._ended(started)
+
+    def _runs_apart(self, started: Started) -> bool:
+        if not self.apart:
+            return False
+        agent = self.agent
+        try:
+            spec = task_spec(agent.workspace.vault.get("task", started.task), agent.settings, agent.registry.names())
+        except SentientError:
+            return False  # execute records why it cannot run
+        return not agent.llm.in_this_process(spec.role)
+
+    def _execute_apart(self, started: Started) -> None:
+        failed = None
+        with self._guard:  # stop() sees either no process (and no run started) or one it can stop
+            if started.stopping is None:
+                try:
+                    started.process = child.spawn(self.agent, started, self.environ)
+                except OSError as exc:
+                    failed = f"its process could not be started ({exc})"
+        if started.process is None:
+            self._never_ran(started, failed)
+            return
+        try:
+            child.wait(self.agent, started, started.process)
+        finally:
+            started.lock.release()
 
     def _ended(self, started: Started) -> None:
         with self._guard:

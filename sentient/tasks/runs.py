@@ -146,6 +146,17 @@ class RunLock:
         self._fd = fd
         return True
 
+    @classmethod
+    def inherited(cls, vault: Vault, task: str, fd: int) -> RunLock:
+        """The lock a parent process took and passed down as descriptor `fd` (a run in a process
+        of its own): held while either process keeps its descriptor open."""
+        lock = cls(vault, task)
+        lock._fd = fd
+        return lock
+
+    def fileno(self) -> int | None:
+        return self._fd
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -1,0 +1,110 @@
+"""A run in a process of its own.
+
+A run whose model is reached over the network runs in a child process of `serve`
+(`python -m sentient.tasks.child`), so that its Python work (the model client's handling of
+every reply, the run file's writes, the tools) never holds the server's interpreter lock while a
+chat turn waits for it. A run whose model lives only in this process (the embedded model, whose
+server is this process's child) runs on one of the runner's threads as before.
+
+The parent has begun the run (its file, `queued`, and the task's run lock) and sends the child
+what it needs as JSON on its standard input: the settings, the run, and the number of the lock's
+descriptor, which the child inherits, so the lock is held for as long as either process lives.
+The child executes the run as a thread would, and stops the same way before its next step: when
+the person asks (the cancel marker) or Sentient stops (SIGTERM). Whatever the child could not
+record (it was killed, it ran past `tasks.timeout`, it could not start) the parent records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from types import FrameType
+
+from sentient.agent.turn import Agent, open_agent
+from sentient.config import Settings
+from sentient.tasks.executor import Started, execute
+from sentient.tasks.runs import RunLock, log_line, write_run
+from sentient.vault.store import iso
+from sentient.workspace import open_workspace
+
+log = logging.getLogger(__name__)
+GRACE = 10.0  # seconds past tasks.timeout (counted from the process's start) before the parent stops
+# a run's process itself: a model call that does not come back does not hold the task for ever
+ENDED = ("succeeded", "failed", "cancelled")
+
+
+def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start the process of a begun run; it reads what to do from its standard input (`wait`)."""
+    fd = started.lock.fileno()
+    return subprocess.Popen(
+        [sys.executable, "-m", "sentient.tasks.child"],
+        stdin=subprocess.PIPE,
+        env={**os.environ, **environ},
+        pass_fds=(fd,) if fd is not None else (),
+        start_new_session=True,  # a Ctrl-C at serve's terminal reaches serve, which stops its runs itself
+    )
+
+
+def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> str:
+    """Give the process its run, wait for it to end, and record what it could not; the run's status."""
+    limit = agent.settings.tasks.timeout
+    payload = {"settings": agent.settings.model_dump(mode="json"), "task": started.task, "run": started.run,
+               "trigger": started.trigger, "note": started.note, "lock": started.lock.fileno()}
+    why = None
+    try:
+        process.communicate(json.dumps(payload).encode(), timeout=limit + GRACE)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        why = f"it timed out, running longer than tasks.timeout ({limit:g} s), and its process was stopped"
+    except (BrokenPipeError, ConnectionResetError):  # it ended before reading its run
+        process.wait()
+    vault = agent.workspace.vault
+    try:
+        status = str(vault.get("run", started.key).meta.get("status", ""))
+    except Exception as exc:  # its file gone or unreadable: nothing to record it in
+        log.warning("run %s: its file cannot be read after its process ended: %s", started.key, exc)
+        return "failed"
+    if status in ENDED:
+        return status
+    if started.stopping is not None:
+        status, why = "cancelled", "Sentient stopped while it was in a model call, and stopped its process"
+    else:
+        status, why = "failed", why or f"its process ended (exit code {process.returncode}) before the run did"
+    now = agent.clock()
+    meta = {"status": status, "finished": iso(now), "summary": f"{status.capitalize()}: {why}"}
+    write_run(vault, started.key, log_line(now, f"{status}: {why}"), meta=meta)
+    return status
+
+
+def main() -> int:
+    """The child: execute the run described on standard input."""
+    payload = json.loads(sys.stdin.buffer.read())
+    task, run = str(payload["task"]), str(payload["run"])
+    logging.basicConfig(level=logging.WARNING, format=f"task {task} run {run}: %(levelname)s %(name)s: %(message)s")
+    settings = Settings.model_validate(payload["settings"])
+    workspace = open_workspace(settings)
+    agent = open_agent(workspace, os.environ)
+    lock = RunLock.inherited(workspace.vault, task, int(payload["lock"]))
+    started = Started(task, run, str(payload["trigger"]), lock, payload.get("note"))
+
+    def stopping(signum: int, frame: FrameType | None) -> None:
+        started.stopping = "Sentient stopped before it ended"
+        started.cancel.set()
+
+    signal.signal(signal.SIGTERM, stopping)
+    try:
+        execute(agent, started)
+    finally:
+        agent.close()
+        workspace.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
