@@ -14,8 +14,9 @@ Three figures, each beside a floor measured in the same run:
    `continuity()` and the `task_run.md.j2` template, as the executor builds them. Floor: reading
    the same 3 run files and the notepad with `open().read()`.
 3. **A chat's server overhead while a task runs beside it** (target: within 10% of none).
-   A server process as `sentient serve` runs it (bench/bench_api.py's approach: the scripted
-   model behind litellm; chat turns answered at once), `POST /api/chat` turns from one client
+   A server process as `sentient serve` runs it (bench/bench_api.py's approach: chat's model the
+   scripted one behind litellm, answering at once; the task's a model server of its own, reached
+   over the network, so its runs run in processes of their own), `POST /api/chat` turns from one client
    with no task run going, then with one always going (started by `POST /api/tasks/{id}/run`,
    started again as soon as it ends; its model takes `--model-delay` s a call and calls
    `memory_recall` five times and `task_notepad` once before its answer), in alternating rounds.
@@ -533,18 +534,37 @@ def paced_model(port: int, delay: float) -> None:
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
+def register_echo_model() -> None:
+    """The scripted model (tests/scripted.py) as litellm's `scripted/` provider, in the server's
+    process, answering a chat at once (an echo), so a turn's time is the server's own."""
+    import litellm
+
+    from tests.scripted import PROVIDER, Scripted, ScriptedReply, text
+
+    class Echo(Scripted):
+        def _next(self, model: str, messages: list[Any], optional_params: dict[str, Any], stream: bool,
+                  api_base: str | None, api_key: str | None, timeout: Any) -> ScriptedReply:
+            content = messages[-1].get("content") if messages else ""
+            last = content if isinstance(content, str) else str(content[-1].get("text", "")) if content else ""
+            return text(f"ok: {last[:80]}")
+
+    litellm.custom_provider_map = [{"provider": PROVIDER, "custom_handler": Echo()}]
+
+
 def serve(vault: Path, port: int, model_port: int) -> None:
-    """`--serve`: what `sentient serve` runs (the watcher on), its model the paced model server
-    (reached over the network, so a task run runs in a process of its own, as with any provider);
-    the scheduler does not start runs by itself (`schedule=False`): this benchmark starts them."""
+    """`--serve`: what `sentient serve` runs (the watcher on). Chat's model is the echo in this
+    process; the helper role's is the paced model server, reached over the network as a provider's
+    API is, and the task runs with that role, so its runs run in processes of their own. The
+    scheduler does not start runs by itself (`schedule=False`): this benchmark starts them."""
     import uvicorn
 
     from sentient.api.app import create_app
 
-    settings = load_settings(vault, {"SENTIENT_MODEL": "openai/paced"})
+    register_echo_model()
+    settings = load_settings(vault, {"SENTIENT_MODEL": "scripted/test"})
+    helper = {"model": "openai/paced", "api_base": f"http://127.0.0.1:{model_port}/v1", "api_key_env": "PACED_KEY"}
     settings = settings.model_copy(update={"models": settings.models.model_copy(update={
-        "chat": settings.models.chat.model_copy(update={"api_base": f"http://127.0.0.1:{model_port}/v1",
-                                                        "api_key_env": "PACED_KEY"})})})
+        "helper": settings.models.helper.model_copy(update=helper)})})
     app = create_app(settings, environ={"PACED_KEY": "sk-paced"}, schedule=False)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
@@ -681,7 +701,7 @@ def bench_chat(entries: int, rounds: int, turns: int, delay: float, scratch: Pat
     with server_process(vault, delay) as (url, token, pid):
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
-            made = client.post("/api/tasks", json={"title": "Garden digest", "schedule": "every 6h",
+            made = client.post("/api/tasks", json={"title": "Garden digest", "schedule": "every 6h", "role": "helper",
                                                    "plan": "Search memory for the garden, the tea market and "
                                                            "the taxes; report what is new, in a short list."})
             if made.status_code != 201:
@@ -826,7 +846,10 @@ def chat_section(args: argparse.Namespace, chat: ChatResult) -> list[str]:
     lines = [
         "### A chat beside a task run", "",
         f"A server process as `sentient serve` runs it (uvicorn, the watcher on) over a {chat.entries:,}-entry vault "
-        "(bench/bench_api.py's); the scripted model answers a chat at once, so a turn's time is the server's own. "
+        "(bench/bench_api.py's); chat's model is the scripted one in the server's process, answering at once, so a "
+        "turn's time is the server's own; the task's (its `role: helper`) is a model server of its own on 127.0.0.1, "
+        "reached over the network as a provider's API is, so each run runs in a process of its own, as `serve` runs "
+        "any run whose model is not the embedded one. "
         f"One client, `POST /api/chat`, {len(chat.rounds[0].latencies)} turns a round (conversations of 10 messages), "
         f"rounds alternating: no run going, then a run of a recurring task always going (`POST "
         f"/api/tasks/{{id}}/run`, started again as soon as the last one ended: the driver reads the run file's "
@@ -857,7 +880,7 @@ def chat_section(args: argparse.Namespace, chat: ChatResult) -> list[str]:
     return lines
 
 
-NOTES = """Notes (2026-12-04, on the work in progress of sentient/tasks/ as it stood that evening):
+NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the chat note of 2026-12-07):
 
 - **A tick that starts nothing** reads the clock and looks at the top of the heap: about a
   microsecond, 3-4× the bare heap. **A tick that starts runs** costs about 45 µs more a run:
@@ -881,15 +904,15 @@ NOTES = """Notes (2026-12-04, on the work in progress of sentient/tasks/ as it s
 - **The prompt:** `continuity()` lists the 100 run names, reads the newest runs back to the third
   that succeeded (a failed one between is read and passed over) and the notepad, each parsed and
   judged (a cache lookup when warm): about 10× reading the same files plainly, under 1 ms.
-- **A chat beside a run:** the server's CPU hardly moves (the column) and p50 does not; the tail
-  does, by a few ms, because a run's steps are Python work under the same GIL as the chat turn,
-  and a turn that meets one waits. Measured with cProfile on 10 runs in one process (the model
-  answering at once; about 55 ms a run without the profiler, 84 ms with it): litellm's handling of
-  the 7 replies ~30 ms, 9 rewrites of the run file (its log grows as each tool call ends, each an
-  atomic write with fsync) ~22 ms, 5 `memory_recall` searches ~12 ms; in the server the watcher
-  also indexes the run file after each write. At 0.2 s a model call a run takes a step 4-5 times a
-  second. With `--model-delay 1` (2026-12-04 18:26 UTC, same machine, 5 rounds of 200 turns):
-  p50 12.5 against 12.1 ms (1.04×), p95 15.0 against 15.0 ms (1.01×): met.
+- **A chat beside a run:** on 2026-12-04 the tail moved (p95 1.30×) because a run's steps were
+  Python work under the same GIL as the chat turn, and a turn that met one waited (cProfile on
+  10 runs in one process, the model answering at once, about 55 ms a run: litellm's handling of
+  the 7 replies ~30 ms, 9 rewrites of the run file ~22 ms, 5 `memory_recall` searches ~12 ms).
+  Since 2026-12-07 a run whose model is reached over the network runs in a child process of
+  `serve` (sentient/tasks/child.py), so that work is on the other core and under another
+  interpreter lock; the server's own share of a run is starting the process, waiting for it, and
+  the watcher indexing the run file after each write. A run's process pays its own start (about
+  1-2 s of imports on this machine) before its first call.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
