@@ -198,6 +198,17 @@ class Settings(_Section):
         own = getattr(getattr(self.models, name), key)
         return f"models.{name if own is not None else self.role_source(name)}.{key}"
 
+    def handed_down(self) -> dict[str, Any]:
+        """These settings as JSON, for a process of Sentient's own (a task run's); `handed_over`
+        makes them again there, with where each model came from."""
+        return {"settings": self.model_dump(mode="json"), "model_from": dict(self._model_from)}
+
+    @classmethod
+    def handed_over(cls, carried: Mapping[str, Any]) -> Settings:
+        settings = cls.model_validate(carried["settings"])
+        settings._model_from = dict(carried.get("model_from") or {})
+        return settings
+
     def model_fix(self, name: str) -> str:
         """How to change the model of a role, naming where it came from: "set model: in
         sentient.yaml", or the environment variable that set it (which overrides the file)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,18 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert settings.role("chat").model == "openai/gpt-4o-mini"
     assert settings.role("helper").model == "scripted/helper"
     assert settings.features.memory is False
+
+
+
+def test_settings_handed_to_a_task_runs_process_are_the_same_settings(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("model: ollama_chat/qwen3:8b\ntimezone: Europe/Berlin\n"
+                                            "tasks:\n  timeout: 30\nfacts:\n  every_n_turns: 2\n"
+                                            "models:\n  helper:\n    api_base: http://h/v1\n")
+    settings = load_settings(tmp_path, {"SENTIENT_MODEL": "openai/gpt-4o-mini"})
+    again = Settings.handed_over(json.loads(json.dumps(settings.handed_down())))
+    assert again == settings
+    assert again.model_fix("chat") == settings.model_fix("chat")  # names SENTIENT_MODEL, as here
+    assert "SENTIENT_MODEL" in again.model_fix("chat")
 
 
 def test_sentient_vault_names_the_vault(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subproc
 def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> str:
     """Give the process its run, wait for it to end, and record what it could not; the run's status."""
     limit = agent.settings.tasks.timeout
-    payload = {"settings": agent.settings.model_dump(mode="json"), "task": started.task, "run": started.run,
+    payload = {"settings": agent.settings.handed_down(), "task": started.task, "run": started.run,
                "trigger": started.trigger, "note": started.note, "lock": started.lock.fileno()}
     why = None
     try:
@@ -87,7 +87,7 @@ def main() -> int:
     payload = json.loads(sys.stdin.buffer.read())
     task, run = str(payload["task"]), str(payload["run"])
     logging.basicConfig(level=logging.WARNING, format=f"task {task} run {run}: %(levelname)s %(name)s: %(message)s")
-    settings = Settings.model_validate(payload["settings"])
+    settings = Settings.handed_over(payload["settings"])
     workspace = open_workspace(settings)
     agent = open_agent(workspace, os.environ)
     lock = RunLock.inherited(workspace.vault, task, int(payload["lock"]))
