@@ -290,6 +290,51 @@ def test_a_script_that_ends_takes_what_it_left_running_with_it(basic: Path, scri
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_process_that_left_the_scripts_session_does_not_hold_the_call(basic: Path, scripted: Scripted,
+                                                                        sandbox: str) -> None:
+    agent = sandboxed(basic, sandbox, time_limit=15)
+    seconds = f"6{os.getpid() % 10}.{int(time.time() * 1000) % 1000:03d}"
+    code = (f"import subprocess\nsubprocess.Popen(['sleep', '{seconds}'], start_new_session=True)\n"
+            "print('escaped')\n")
+    scripted.queue(call("execute_code", code=code), text("Done."))
+    began = time.monotonic()
+    try:
+        agent.turn("run that script")
+        assert time.monotonic() - began < 8  # the output it holds open is waited for 2 s, no more
+        output = script_output(scripted)
+        assert output.startswith("[script finished") and "escaped" in output
+        if sandbox == "bwrap":  # its PID namespace ended with the script
+            assert _running(f"sleep\0{seconds}") == []
+        else:  # outside the script's group and session: only its output is given up on
+            assert "its output was still open after it ended" in output
+    finally:
+        for pid in _running(f"sleep\0{seconds}"):  # the test's own leftover
+            os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_process_left_behind_cannot_call_tools_once_the_script_ended(basic: Path, scripted: Scripted,
+                                                                       sandbox: str) -> None:
+    agent = sandboxed(basic, sandbox, time_limit=15)
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(1.5)\n"
+        "    tools.call('memory_remember', title='Left behind', text='Written after the script ended.')\n"
+        "    os._exit(0)\n"
+        "print('forked')\n"
+    )
+    scripted.queue(call("execute_code", code=code), text("Done."))
+    began = time.monotonic()
+    agent.turn("run that script")
+    assert time.monotonic() - began < 8
+    assert "forked" in script_output(scripted)
+    time.sleep(3)  # the leftover has called by now
+    assert not (basic / "memory" / "left-behind.md").exists()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_the_memory_limit_holds_for_all_the_scripts_processes_together(basic: Path, scripted: Scripted,
                                                                         sandbox: str) -> None:
     agent = sandboxed(basic, sandbox, time_limit=30, memory_mb=160)

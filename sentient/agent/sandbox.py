@@ -105,17 +105,24 @@ def bridge_call(ctx: ToolContext, name: str, args: Any) -> dict[str, Any]:
         return {"error": failure(ctx, exc)}
 
 
-def _serve_bridge(ctx: ToolContext, requests: IO[str], replies: IO[str]) -> None:
-    for line in requests:
+def _serve_bridge(ctx: ToolContext, requests: IO[str], replies: IO[str], ended: threading.Event) -> None:
+    """Answer the script's calls until the last process holding the bridge ends, then close it
+    (here: closing a pipe another thread reads could wait for that read). A call that arrives
+    once the script has ended (from a process it left behind) is refused."""
+    with requests, replies:
         try:
-            request = json.loads(line)
-            reply = bridge_call(ctx, str(request.get("tool")), request.get("args", {}))
-        except (ValueError, AttributeError):
-            reply = {"error": "malformed bridge request"}
-        try:
-            replies.write(json.dumps(reply, ensure_ascii=False) + "\n")
-            replies.flush()
-        except (BrokenPipeError, ValueError):
+            for line in requests:
+                try:
+                    request = json.loads(line)
+                    if ended.is_set():
+                        reply = {"error": "the script this call came from has ended"}
+                    else:
+                        reply = bridge_call(ctx, str(request.get("tool")), request.get("args", {}))
+                except (ValueError, AttributeError):
+                    reply = {"error": "malformed bridge request"}
+                replies.write(json.dumps(reply, ensure_ascii=False) + "\n")
+                replies.flush()
+        except (OSError, ValueError):  # the script went away mid-call
             return
 
 
@@ -283,11 +290,13 @@ class _Output(threading.Thread):
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        while chunk := os.read(self.stream.fileno(), 65536):
-            with self.lock:
-                room = KEPT_OUTPUT - len(self.kept)
-                self.kept += chunk[:room]
-                self.dropped += max(0, len(chunk) - room)
+        """Read to the end (when the last process holding the output ends), then close it."""
+        with self.stream:
+            while chunk := os.read(self.stream.fileno(), 65536):
+                with self.lock:
+                    room = KEPT_OUTPUT - len(self.kept)
+                    self.kept += chunk[:room]
+                    self.dropped += max(0, len(chunk) - room)
 
     def text(self) -> str:
         with self.lock:
@@ -346,28 +355,23 @@ def run_script(ctx: ToolContext, code: str, *, time_limit: float | None = None, 
         finally:
             os.close(from_child_w)
             os.close(to_child_r)
-        assert process.stdout is not None
+        assert process.stdout is not None  # closed by _Output once read to the end
         requests = os.fdopen(from_child_r, "r")
         replies = os.fdopen(to_child_w, "w")
-        bridge = threading.Thread(target=_serve_bridge, args=(ctx, requests, replies), daemon=True)
+        ended = threading.Event()
+        bridge = threading.Thread(target=_serve_bridge, args=(ctx, requests, replies, ended), daemon=True)
         bridge.start()
         output = _Output(process.stdout)
         output.start()
         try:
             ending = _supervise(process, time_limit, memory)
         finally:
+            ended.set()
             output.join(DRAIN_WAIT)
             bridge.join(DRAIN_WAIT)
-            for stream in (requests, replies):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
         text = output.text()
         if output.is_alive():  # something outside its group still holds its output
             text += "\n... (its output was still open after it ended; what came later is not shown)"
-        else:
-            process.stdout.close()
     return f"[script {ending}{note}]\n{text}"
 
 
