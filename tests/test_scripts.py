@@ -204,6 +204,22 @@ def test_auto_without_bwrap_runs_the_script_unsandboxed_and_says_so(
     assert result.untrusted
 
 
+def test_auto_with_a_bwrap_that_cannot_start_runs_the_script_unsandboxed_and_says_why(
+        basic: Path, scripted: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "bin" / "bwrap"  # a bwrap as it answers where user namespaces are off
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("sentient.agent.sandbox.BWRAP_DIRS", str(fake.parent))
+    agent = sandboxed(basic, "auto")
+    scripted.queue(call("execute_code", code="print('ran')"), text("Done."))
+    result = agent.turn("run that script")
+    output = script_output(scripted)
+    assert output.startswith("[script finished; it ran without a sandbox (bwrap could not start a sandbox (bwrap: "
+                             "No permissions to creating new namespace)), so this turn is now untrusted")
+    assert "ran" in output.splitlines()[1] and result.untrusted
+
+
 def test_the_sandbox_setting_is_checked(basic: Path) -> None:
     configure(basic, scripts={"sandbox": "firejail"})
     with pytest.raises(ConfigError, match="scripts.sandbox"):
@@ -262,9 +278,16 @@ def _running(marker: str) -> list[int]:
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_the_time_limit_stops_what_the_script_left_running(basic: Path, scripted: Scripted, sandbox: str) -> None:
     agent = sandboxed(basic, sandbox, time_limit=2)
-    seconds = f"4{os.getpid() % 10}.{int(time.time() * 1000) % 1000:03d}"  # a mark of this test's sleep
-    code = (f"import subprocess\nsubprocess.Popen(['sleep', '{seconds}'])\nprint('started', flush=True)\n"
-            "while True:\n    pass\n")
+    mark = f"{os.getpid() % 10}.{int(time.time() * 1000) % 1000:03d}"  # marks of this test's sleeps
+    code = (
+        "import subprocess\n"
+        f"subprocess.Popen(['sleep', '40{mark}'])\n"  # its child
+        f"subprocess.Popen(['sh', '-c', 'sleep 41{mark} &'])\n"  # in its group, no longer below it
+        f"subprocess.Popen(['sleep', '42{mark}'], start_new_session=True)\n"  # below it, in a session of its own
+        "print('started', flush=True)\n"
+        "while True:\n"
+        "    pass\n"
+    )
     scripted.queue(call("execute_code", code=code), text("Done."))
     began = time.monotonic()
     agent.turn("run that script")
@@ -272,7 +295,8 @@ def test_the_time_limit_stops_what_the_script_left_running(basic: Path, scripted
     assert script_output(scripted).startswith("[script stopped after the 2 s time limit")
     assert "started" in script_output(scripted)
     assert 2 <= took < 8, took  # not the sleep's 40 s
-    assert _running(f"sleep\0{seconds}") == []
+    for seconds in ("40", "41", "42"):
+        assert _running(f"sleep\0{seconds}{mark}") == [], seconds
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
