@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import yaml
@@ -107,6 +107,14 @@ class ThreatSettings(_Section):
     file: str | None = None  # a YAML file of extra patterns, relative to the vault
 
 
+class ScriptSettings(_Section):
+    """Scripts run by execute_code (docs/security.md)."""
+
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bubblewrap when it starts, else none
+    time_limit: float = Field(default=20.0, gt=0, le=600)  # seconds a script may run
+    memory_mb: int = Field(default=512, ge=64, le=65536)  # memory of all its processes together
+
+
 class LocalSettings(_Section):
     """The embedded model (`model: local` or `local:/path/to/x.gguf`)."""
 
@@ -132,6 +140,7 @@ class Settings(_Section):
     tasks: TaskSettings = TaskSettings()
     facts: FactSettings | None = None  # None (no `facts:` section): no facts kept or told
     threats: ThreatSettings = ThreatSettings()
+    scripts: ScriptSettings = ScriptSettings()
     local: LocalSettings = LocalSettings()
     _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
 

@@ -191,7 +191,8 @@ def test_chat_answers_and_keeps_both_messages_in_the_session_file(
     assert response.status_code == 200
     body = response.json()
     assert body == {"session_id": body["session_id"], "reply": "Hello Maya.", "memory_allowed": True,
-                    "incognito": False, "untrusted": False, "held": [], "tool_calls": []}
+                    "incognito": False, "untrusted": False, "untrusted_reasons": [], "held": [],
+                    "tool_calls": []}
     assert said(basic, body["session_id"], "user") == ["Hi there"]
     assert said(basic, body["session_id"], "assistant") == ["Hello Maya."]
 

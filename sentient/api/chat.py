@@ -104,6 +104,7 @@ class ChatResponse(BaseModel):
     memory_allowed: bool
     incognito: bool
     untrusted: bool
+    untrusted_reasons: list[str]
     held: list[HeldCallOut]
     tool_calls: list[ToolCallOut]
 
@@ -115,6 +116,7 @@ def shape(result: TurnResult) -> ChatResponse:
         memory_allowed=result.memory_allowed,
         incognito=result.incognito,
         untrusted=result.untrusted,
+        untrusted_reasons=result.untrusted_reasons,
         held=[HeldCallOut(tool=h.tool, arguments=h.arguments, reason=h.reason) for h in result.held],
         tool_calls=[ToolCallOut(name=c.name, arguments=c.arguments, ok=c.ok) for c in result.calls],
     )
