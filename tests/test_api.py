@@ -101,7 +101,8 @@ def serve(scripted: Scripted) -> Iterator[Serve]:
             settings = settings_for(vault, **(environ or {}))
             llm = LLM(settings, {}, sleep=lambda seconds: None) if no_wait else None  # retries without waiting
             app = create_app(settings, environ={}, llm=llm, watch=False, schedule=False)
-            client = TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"})
+            client = TestClient(app, base_url="http://localhost",  # a name of the server's own (guard.py)
+                                headers={"Authorization": f"Bearer {app.state.token}"})
             return stack.enter_context(client)
 
         yield start
@@ -136,6 +137,16 @@ def test_the_token_is_kept_in_the_state_folder_readable_by_its_owner_only(client
     assert token_file.stat().st_mode & 0o777 == 0o600
     again = create_app(settings_for(basic), environ={}, watch=False, schedule=False)
     assert again.state.token == app_of(client).state.token
+
+
+def test_a_token_with_non_ascii_characters_is_401(client: TestClient) -> None:
+    for headers, path in (({"Authorization": "Bearer tökén".encode()}, "/api/health"),
+                          ({"Authorization": b"Bearer \xff\xfe"}, "/api/memory"),
+                          ({"Authorization": ""}, "/docs?token=t%C3%B6k%C3%A9n"),
+                          ({"Authorization": ""}, "/openapi.json?token=%F0%9F%94%91")):
+        response = client.get(path, headers=headers)
+        assert response.status_code == 401, path
+        assert error_of(response)["message"].startswith("missing or wrong token")
 
 
 def test_docs_open_with_the_token_in_the_query_and_openapi_needs_it(client: TestClient) -> None:
@@ -460,7 +471,7 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCl
     vault = tmp_path_factory.mktemp("bad-input") / "basic"
     shutil.copytree(VAULTS / "basic", vault)
     app = create_app(settings_for(vault), environ={}, watch=False, schedule=False)
-    with TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"}) as client:
+    with TestClient(app, base_url="http://localhost", headers={"Authorization": f"Bearer {app.state.token}"}) as client:
         yield client, vault
 
 
@@ -639,6 +650,51 @@ def test_an_edit_with_the_current_revision_is_saved_and_a_stale_one_gets_412(
     assert path.read_bytes() == on_disk
     stale_forget = client.delete("/api/memory/anika-teacher", headers={"If-Match": first["revision"]})
     assert stale_forget.status_code == 412 and path.read_bytes() == on_disk
+
+
+def test_an_edit_that_changes_nothing_leaves_the_file_byte_identical(client: TestClient, basic: Path) -> None:
+    path = basic / "memory/family/anika-teacher.md"
+    before = path.read_bytes()
+    entry = client.get("/api/memory/anika-teacher").json()
+    for edit, headers in (({}, {}), ({}, {"If-Match": entry["revision"]}),
+                          ({"title": entry["title"], "category": entry["category"], "body": entry["body"]}, {})):
+        unchanged = client.patch("/api/memory/anika-teacher", json=edit, headers=headers)
+        assert unchanged.status_code == 200, edit
+        assert unchanged.json() == entry  # the entry as it is, `updated` too
+        assert path.read_bytes() == before, edit
+    stale = client.patch("/api/memory/anika-teacher", json={}, headers={"If-Match": "sha256:0"})
+    assert stale.status_code == 412 and path.read_bytes() == before
+    assert client.patch("/api/memory/no-such-entry", json={}).status_code == 404
+
+
+ID_ROUTES = [("GET", "/api/memory/{}"), ("PATCH", "/api/memory/{}"), ("DELETE", "/api/memory/{}"),
+             ("POST", "/api/memory/{}/allow"), ("GET", "/api/sessions/{}"), ("GET", "/api/sessions/{}/pins"),
+             ("PUT", "/api/sessions/{}/pins"), ("GET", "/api/sessions/{}/knowledge"), ("GET", "/api/tasks/{}"),
+             ("PATCH", "/api/tasks/{}"), ("DELETE", "/api/tasks/{}"), ("POST", "/api/tasks/{}/run"),
+             ("GET", "/api/tasks/{}/runs"), ("GET", "/api/tasks/weekly-digest/runs/{}"),
+             ("POST", "/api/tasks/weekly-digest/runs/{}/cancel"), ("GET", "/api/people/{}"),
+             ("DELETE", "/api/people/{}"), ("GET", "/api/personas/{}"), ("GET", "/api/skills/{}"),
+             ("POST", "/api/skills/{}/allow")]
+
+
+@pytest.mark.parametrize("method, route", ID_ROUTES)
+@pytest.mark.parametrize("tail", ["%0A", "%0D%0A", "%00", "%09"])
+def test_an_id_with_a_control_character_is_400_on_every_route_and_nothing_changes(
+        client: TestClient, basic: Path, method: str, route: str, tail: str) -> None:
+    """The router takes `/api/memory/x%0A` for `x` on a route whose id may hold '/': one check,
+    before any route, answers every id the same."""
+    ids = {"/api/memory/": "anika-teacher", "/api/sessions/": "k3f9a2", "/api/tasks/": "weekly-digest",
+           "/api/people/": "maya", "/api/personas/": "companion", "/api/skills/": "weekly-review",
+           "/runs/": "no-such-run"}
+    key = next(value for prefix, value in reversed(ids.items()) if prefix in route)
+    before = fingerprint(basic)
+    body = {"json": {"pins": []}} if method == "PUT" else {"json": {}} if method == "PATCH" else {}
+    response = client.request(method, route.format(key + tail), **body)
+    assert response.status_code == 400, response.text
+    message = error_of(response)["message"]
+    assert message.startswith(f"the path '{route.split('{}')[0]}{key}\\")  # the character shown escaped
+    assert "a character that no route or id has. Remove it: an id is 1-80 characters of a-z, 0-9 and '-'" in message
+    assert fingerprint(basic) == before
 
 
 def test_forget_removes_the_file(client: TestClient, basic: Path) -> None:

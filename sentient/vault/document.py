@@ -32,6 +32,7 @@ import yaml
 from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+ID_RULE = "1-80 characters of a-z, 0-9 and '-', starting with a letter or digit (no '/', '..', spaces or capitals)"
 TMP_SUFFIX = ".sentient-tmp"
 
 FieldType = Literal["str", "datetime", "bool", "int", "list", "threat"]
@@ -47,10 +48,7 @@ def check_id(value: str, what: str = "id") -> str:
     """Return `value` if it can name a file, else raise InvalidId saying what is allowed."""
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:40] + "...")
-        raise InvalidId(
-            f"{what} {shown} is not allowed: use 1-80 characters of a-z, 0-9 and '-', "
-            "starting with a letter or digit (no '/', '..', spaces or capitals)"
-        )
+        raise InvalidId(f"{what} {shown} is not allowed: use {ID_RULE}")
     return value
 
 
