@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -26,7 +28,7 @@ from sentient.config import Settings, load_settings
 from sentient.llm import LLM
 from sentient.vault import transcript
 from sentient.vault.store import Vault
-from tests.agent_support import SCRIPTED, configure
+from tests.agent_support import SCRIPTED, configure, sentient
 from tests.scripted import Scripted, call, calls, text
 
 FACT = "Mysuru"  # only memory/ of the basic vault holds it
@@ -712,6 +714,82 @@ def test_skills_are_listed_and_read(client: TestClient) -> None:
     skill = client.get("/api/skills/weekly-review").json()
     assert skill["kind"] == "skill" and skill["body"]
     assert client.get("/api/skills/no-such").status_code == 404
+
+
+# --- links out of the vault, pipes and devices -------------------------------------------------
+
+SECRET = "zanzibar-passphrase"  # only the files outside the vault hold it
+
+
+@pytest.fixture
+def linked_out(basic: Path, tmp_path: Path) -> Path:
+    """The basic vault with links leading out of it (to a file, a folder, the API token) and
+    named pipes in it: none of them may be read."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    for path in (outside / "passwd", outside / "folder" / "note.md", outside / "pinned.md"):
+        path.write_text(f"# Outside\n\nroot:x:0:0 {SECRET} Mysore tea\n")
+    (basic / "memory" / "passwd.md").symlink_to(outside / "passwd")
+    (basic / "memory" / "family" / "away").symlink_to(outside / "folder")
+    (basic / "pins" / "notes" / "outside-note.md").symlink_to(outside / "pinned.md")
+    (basic / "skills" / "creds.md").symlink_to(Path("..") / ".sentient" / "token")
+    (basic / "memory" / "inbox.md").symlink_to(Path("morning-runs.md"))  # inside the vault: read as the file
+    os.mkfifo(basic / "memory" / "pipe.md")
+    os.mkfifo(basic / "memory" / "family" / "fifo")
+    return basic
+
+
+def test_links_out_of_the_vault_and_pipes_are_named_by_doctor_and_never_read(
+        serve: Serve, linked_out: Path, scripted: Scripted, capsys: pytest.CaptureFixture[str]) -> None:
+    client = serve(linked_out)  # its start syncs the index: it would hang on a pipe it opened
+    token = app_of(client).state.token
+    code, out, _ = sentient(capsys, "--vault", str(linked_out), "doctor", "--no-models")
+    assert code != 0
+    reported = {Path(path).relative_to(linked_out).as_posix(): reason
+                for path, reason in re.findall(r"(?m)^  (/\S+)\n      (.+)$", out)}
+    outside = linked_out.parent / "outside"
+    assert reported == {
+        "memory/passwd.md": f"is a link to {outside / 'passwd'}, outside the vault: Sentient does not read it (it is "
+                            "not indexed, searched, served or shown to the model). Put the file itself in the vault in "
+                            "place of the link, or remove the link",
+        "pins/notes/outside-note.md": f"is a link to {outside / 'pinned.md'}, outside the vault: Sentient does not "
+                                      "read it (it is not indexed, searched, served or shown to the model). Put the "
+                                      "file itself in the vault in place of the link, or remove the link",
+        "memory/family/away": f"is a link to {outside / 'folder'}, a folder outside the vault, which Sentient does "
+                              "not follow (nothing in it is read). Move the folder itself into the vault in place of "
+                              "the link, or remove the link",
+        "memory/pipe.md": "is a named pipe (FIFO), not a file: Sentient never opens it. Remove it, or move it out of "
+                          "the vault's folders (a note is a plain file)",
+        "memory/family/fifo": "is a named pipe (FIFO), not a file: Sentient never opens it. Remove it, or move it out "
+                              "of the vault's folders (a note is a plain file)",
+        "skills/creds.md": f"is a link to {linked_out / '.sentient' / 'token'}, inside .sentient/, which Sentient "
+                           "never reads as a document (it holds Sentient's state or another tool's). Remove the link",
+    }
+    assert SECRET not in out and token not in out
+
+    answers = [client.get("/api/memory"), client.get("/api/memory/passwd"), client.get("/api/memory/pipe"),
+               client.get("/api/memory/search", params={"q": SECRET}), client.get("/api/memory/search",
+               params={"q": "root"}), client.get("/api/memory/note:outside-note"), client.get("/api/skills"),
+               client.get("/api/skills/creds"), client.get("/api/memory/skill:creds"), client.get("/api/health"),
+               client.get("/api/memory/flagged")]
+    assert [a.status_code for a in answers[1:3]] == [422, 422]
+    assert "outside the vault" in error_of(answers[1])["message"]
+    assert client.get("/api/memory/search", params={"q": SECRET}).json() == []
+    assert client.get("/api/memory/inbox").json()["body"] == client.get("/api/memory/morning-runs").json()["body"]
+    for answer in answers:
+        assert SECRET not in answer.text and token not in answer.text, answer.url
+
+    scripted.queue(calls(call("memory_recall", query=SECRET.replace("-", " ")), call("memory_recall", id="passwd"),
+                         call("memory_search_by_source", source="user"), call("memory_recall", query="Mysore tea")),
+                   text("Nothing like that."))
+    chat = client.post("/api/chat", json={"message": f"What do you know about {SECRET[:8]}?",
+                                          "pins": ["note:outside-note", "note:interview-script"]})
+    assert chat.status_code == 200
+    assert "Interview script for shop owners" in scripted.all_prompt_text()  # the other pin still arrives
+    assert SECRET not in scripted.all_prompt_text() and token not in scripted.all_prompt_text()
+    knowledge = client.get(f"/api/sessions/{chat.json()['session_id']}/knowledge").json()
+    assert SECRET not in json.dumps(knowledge)
+    assert any("outside-note" in problem for problem in knowledge["problems"])
 
 
 # --- memory absent ---------------------------------------------------------------------------
