@@ -607,6 +607,21 @@ def test_a_one_word_change_to_the_persons_entry_is_saved_beside_it_and_says_wher
         == [JASMINE, OOLONG]
 
 
+def test_a_change_near_the_persons_text_updates_the_agents_own_entry_of_that_title(
+        make_vault: Callable[[str], Path], scripted: Scripted) -> None:
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    mine = create_entry(agent.workspace, title="Tea at dawn", body=OOLONG)
+    before = (vault / mine.path).read_bytes()
+    scripted.queue(call("memory_remember", title="Morning tea", text="Maya has tea in the morning."), text("ok"),
+                   call("memory_remember", title="Morning tea", text=JASMINE), text("ok"))
+    first = agent.turn("I have tea in the morning")
+    agent.turn("jasmine, with honey", session=first.session)
+    assert tool_answers(scripted) == ["Updated memory morning-tea (memory/morning-tea.md)."]
+    assert (vault / mine.path).read_bytes() == before
+    assert JASMINE in (vault / "memory" / "morning-tea.md").read_text(encoding="utf-8")
+
+
 def test_only_the_same_words_are_already_remembered(make_vault: Callable[[str], Path], scripted: Scripted) -> None:
     vault = make_vault("basic")
     agent = agent_on(vault)

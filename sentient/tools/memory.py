@@ -299,8 +299,9 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     related = _related(workspace, title, text)
     if related.same is not None:
         return f"Already remembered: {_where(workspace, related.same)} says this, word for word."
-    near = related.similar or related.titled
-    existing = near if near is not None and agents_own(workspace, near) else None
+    candidates = [doc for doc in (related.similar, related.titled) if doc is not None]
+    existing = next((doc for doc in candidates if agents_own(workspace, doc)), None)  # may be updated
+    near = existing or next(iter(candidates), None)  # else the person's: kept, the text saved beside it
     document, verb = None, "Saved"
     if existing is not None:
         # An entry written from outside content stays marked so (its new text may come from it),
@@ -318,7 +319,7 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     workspace.index.update(document.path)
     said = f"{verb} {_where(workspace, document)}"
     if verb == "Saved" and near is not None:
-        whose = "which the person wrote" if existing is None else "which was edited since it was read"
+        whose = "which the person wrote" if near is not existing else "which was edited since it was read"
         said += (f", beside {_where(workspace, near)}, {whose} and which is left as it is: both are kept, "
                  "so tell the person the earlier one may now be out of date")
     threat = document.meta.get("threat")
