@@ -819,3 +819,24 @@ def test_a_named_pipe_is_named_and_never_opened(vault: Vault) -> None:
                        for name in ("pipe.md", "pipe", "to-pipe.md")}
     with pytest.raises(BadFile, match=r"is a named pipe \(FIFO\), not a file"):
         vault.get("memory", "pipe")
+
+
+def test_a_socket_or_device_is_named_and_never_opened(vault: Vault, tmp_path: Path) -> None:
+    import socket
+
+    (vault.root / "memory").mkdir(exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(vault.root / "memory" / "sock.md"))
+    except OSError as exc:  # a path too long for a socket address
+        pytest.skip(f"no socket here: {exc}")
+    expected = {"sock.md": "is a socket, not a file: Sentient never opens it"}
+    try:
+        os.mknod(vault.root / "memory" / "null.md", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # as /dev/null
+        expected["null.md"] = "is a character device, not a file: Sentient never opens it"
+    except PermissionError:  # only root makes device files
+        pass
+    with listener:
+        listing = vault.scan({"memory"})
+        assert listing.documents == []
+        assert {p.path.name: p.reason for p in listing.problems} == expected
