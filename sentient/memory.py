@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sentient.errors import NotFound, SentientError, StaleRevision, Unreadable
+from sentient.errors import Conflict, NotFound, SentientError, StaleRevision, Unreadable
 from sentient.index import IndexedDoc
 from sentient.threats import judged_revision
 from sentient.vault import Problem
@@ -243,16 +243,22 @@ def edit_entry(
     body: str | None = None,
     meta: Mapping[str, Any] | None = None,
 ) -> EntryView:
-    """Change an entry the caller read at `expected_revision`; Conflict if it changed since."""
+    """Change an entry the caller read at `expected_revision`; Conflict if it changed since.
+    An edit that changes nothing (no field, or each the value it has) writes nothing: the file
+    stays byte for byte as it was, its `updated:` too."""
     updates = dict(meta or {})
     if title is not None:
         updates["title"] = check_title(title)
     if body is not None and not body.strip():
         raise SentientError("body: an entry needs some text (what there is to remember); to remove it, forget it")
-    document = workspace.vault.update(
-        "memory", check_id(key, "memory id"), updates, None if body is None else _body(body),
-        expected_revision=expected_revision,
-    )
+    key = check_id(key, "memory id")
+    new_body = None if body is None else _body(body)
+    current = _get(workspace, "memory", key)
+    if all(current.meta.get(name) == value for name, value in updates.items()) and new_body in (None, current.body):
+        if expected_revision is not None and current.revision != expected_revision:
+            raise Conflict(current.path, expected_revision, current.revision)
+        return view(workspace, current)
+    document = workspace.vault.update("memory", key, updates, new_body, expected_revision=expected_revision)
     workspace.index.update(document.path)
     return view(workspace, document)
 

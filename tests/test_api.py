@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -26,7 +28,7 @@ from sentient.config import Settings, load_settings
 from sentient.llm import LLM
 from sentient.vault import transcript
 from sentient.vault.store import Vault
-from tests.agent_support import SCRIPTED, configure
+from tests.agent_support import SCRIPTED, configure, sentient
 from tests.scripted import Scripted, call, calls, text
 
 FACT = "Mysuru"  # only memory/ of the basic vault holds it
@@ -101,7 +103,8 @@ def serve(scripted: Scripted) -> Iterator[Serve]:
             settings = settings_for(vault, **(environ or {}))
             llm = LLM(settings, {}, sleep=lambda seconds: None) if no_wait else None  # retries without waiting
             app = create_app(settings, environ={}, llm=llm, watch=False, schedule=False)
-            client = TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"})
+            client = TestClient(app, base_url="http://localhost",  # a name of the server's own (guard.py)
+                                headers={"Authorization": f"Bearer {app.state.token}"})
             return stack.enter_context(client)
 
         yield start
@@ -136,6 +139,16 @@ def test_the_token_is_kept_in_the_state_folder_readable_by_its_owner_only(client
     assert token_file.stat().st_mode & 0o777 == 0o600
     again = create_app(settings_for(basic), environ={}, watch=False, schedule=False)
     assert again.state.token == app_of(client).state.token
+
+
+def test_a_token_with_non_ascii_characters_is_401(client: TestClient) -> None:
+    for headers, path in (({"Authorization": "Bearer tökén".encode()}, "/api/health"),
+                          ({"Authorization": b"Bearer \xff\xfe"}, "/api/memory"),
+                          ({"Authorization": ""}, "/docs?token=t%C3%B6k%C3%A9n"),
+                          ({"Authorization": ""}, "/openapi.json?token=%F0%9F%94%91")):
+        response = client.get(path, headers=headers)
+        assert response.status_code == 401, path
+        assert error_of(response)["message"].startswith("missing or wrong token")
 
 
 def test_docs_open_with_the_token_in_the_query_and_openapi_needs_it(client: TestClient) -> None:
@@ -461,7 +474,7 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCl
     vault = tmp_path_factory.mktemp("bad-input") / "basic"
     shutil.copytree(VAULTS / "basic", vault)
     app = create_app(settings_for(vault), environ={}, watch=False, schedule=False)
-    with TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"}) as client:
+    with TestClient(app, base_url="http://localhost", headers={"Authorization": f"Bearer {app.state.token}"}) as client:
         yield client, vault
 
 
@@ -642,6 +655,51 @@ def test_an_edit_with_the_current_revision_is_saved_and_a_stale_one_gets_412(
     assert stale_forget.status_code == 412 and path.read_bytes() == on_disk
 
 
+def test_an_edit_that_changes_nothing_leaves_the_file_byte_identical(client: TestClient, basic: Path) -> None:
+    path = basic / "memory/family/anika-teacher.md"
+    before = path.read_bytes()
+    entry = client.get("/api/memory/anika-teacher").json()
+    for edit, headers in (({}, {}), ({}, {"If-Match": entry["revision"]}),
+                          ({"title": entry["title"], "category": entry["category"], "body": entry["body"]}, {})):
+        unchanged = client.patch("/api/memory/anika-teacher", json=edit, headers=headers)
+        assert unchanged.status_code == 200, edit
+        assert unchanged.json() == entry  # the entry as it is, `updated` too
+        assert path.read_bytes() == before, edit
+    stale = client.patch("/api/memory/anika-teacher", json={}, headers={"If-Match": "sha256:0"})
+    assert stale.status_code == 412 and path.read_bytes() == before
+    assert client.patch("/api/memory/no-such-entry", json={}).status_code == 404
+
+
+ID_ROUTES = [("GET", "/api/memory/{}"), ("PATCH", "/api/memory/{}"), ("DELETE", "/api/memory/{}"),
+             ("POST", "/api/memory/{}/allow"), ("GET", "/api/sessions/{}"), ("GET", "/api/sessions/{}/pins"),
+             ("PUT", "/api/sessions/{}/pins"), ("GET", "/api/sessions/{}/knowledge"), ("GET", "/api/tasks/{}"),
+             ("PATCH", "/api/tasks/{}"), ("DELETE", "/api/tasks/{}"), ("POST", "/api/tasks/{}/run"),
+             ("GET", "/api/tasks/{}/runs"), ("GET", "/api/tasks/weekly-digest/runs/{}"),
+             ("POST", "/api/tasks/weekly-digest/runs/{}/cancel"), ("GET", "/api/people/{}"),
+             ("DELETE", "/api/people/{}"), ("GET", "/api/personas/{}"), ("GET", "/api/skills/{}"),
+             ("POST", "/api/skills/{}/allow")]
+
+
+@pytest.mark.parametrize("method, route", ID_ROUTES)
+@pytest.mark.parametrize("tail", ["%0A", "%0D%0A", "%00", "%09"])
+def test_an_id_with_a_control_character_is_400_on_every_route_and_nothing_changes(
+        client: TestClient, basic: Path, method: str, route: str, tail: str) -> None:
+    """The router takes `/api/memory/x%0A` for `x` on a route whose id may hold '/': one check,
+    before any route, answers every id the same."""
+    ids = {"/api/memory/": "anika-teacher", "/api/sessions/": "k3f9a2", "/api/tasks/": "weekly-digest",
+           "/api/people/": "maya", "/api/personas/": "companion", "/api/skills/": "weekly-review",
+           "/runs/": "no-such-run"}
+    key = next(value for prefix, value in reversed(ids.items()) if prefix in route)
+    before = fingerprint(basic)
+    body = {"json": {"pins": []}} if method == "PUT" else {"json": {}} if method == "PATCH" else {}
+    response = client.request(method, route.format(key + tail), **body)
+    assert response.status_code == 400, response.text
+    message = error_of(response)["message"]
+    assert message.startswith(f"the path '{route.split('{}')[0]}{key}\\")  # the character shown escaped
+    assert "a character that no route or id has. Remove it: an id is 1-80 characters of a-z, 0-9 and '-'" in message
+    assert fingerprint(basic) == before
+
+
 def test_forget_removes_the_file(client: TestClient, basic: Path) -> None:
     revision = client.get("/api/memory/filter-coffee").json()["revision"]
     forgotten = client.delete("/api/memory/filter-coffee", headers={"If-Match": revision})
@@ -657,6 +715,82 @@ def test_skills_are_listed_and_read(client: TestClient) -> None:
     skill = client.get("/api/skills/weekly-review").json()
     assert skill["kind"] == "skill" and skill["body"]
     assert client.get("/api/skills/no-such").status_code == 404
+
+
+# --- links out of the vault, pipes and devices -------------------------------------------------
+
+SECRET = "zanzibar-passphrase"  # only the files outside the vault hold it
+
+
+@pytest.fixture
+def linked_out(basic: Path, tmp_path: Path) -> Path:
+    """The basic vault with links leading out of it (to a file, a folder, the API token) and
+    named pipes in it: none of them may be read."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    for path in (outside / "passwd", outside / "folder" / "note.md", outside / "pinned.md"):
+        path.write_text(f"# Outside\n\nroot:x:0:0 {SECRET} Mysore tea\n")
+    (basic / "memory" / "passwd.md").symlink_to(outside / "passwd")
+    (basic / "memory" / "family" / "away").symlink_to(outside / "folder")
+    (basic / "pins" / "notes" / "outside-note.md").symlink_to(outside / "pinned.md")
+    (basic / "skills" / "creds.md").symlink_to(Path("..") / ".sentient" / "token")
+    (basic / "memory" / "inbox.md").symlink_to(Path("morning-runs.md"))  # inside the vault: read as the file
+    os.mkfifo(basic / "memory" / "pipe.md")
+    os.mkfifo(basic / "memory" / "family" / "fifo")
+    return basic
+
+
+def test_links_out_of_the_vault_and_pipes_are_named_by_doctor_and_never_read(
+        serve: Serve, linked_out: Path, scripted: Scripted, capsys: pytest.CaptureFixture[str]) -> None:
+    client = serve(linked_out)  # its start syncs the index: it would hang on a pipe it opened
+    token = app_of(client).state.token
+    code, out, _ = sentient(capsys, "--vault", str(linked_out), "doctor", "--no-models")
+    assert code != 0
+    reported = {Path(path).relative_to(linked_out).as_posix(): reason
+                for path, reason in re.findall(r"(?m)^  (/\S+)\n      (.+)$", out)}
+    outside = linked_out.parent / "outside"
+    assert reported == {
+        "memory/passwd.md": f"is a link to {outside / 'passwd'}, outside the vault: Sentient does not read it (it is "
+                            "not indexed, searched, served or shown to the model). Put the file itself in the vault in "
+                            "place of the link, or remove the link",
+        "pins/notes/outside-note.md": f"is a link to {outside / 'pinned.md'}, outside the vault: Sentient does not "
+                                      "read it (it is not indexed, searched, served or shown to the model). Put the "
+                                      "file itself in the vault in place of the link, or remove the link",
+        "memory/family/away": f"is a link to {outside / 'folder'}, a folder outside the vault, which Sentient does "
+                              "not follow (nothing in it is read). Move the folder itself into the vault in place of "
+                              "the link, or remove the link",
+        "memory/pipe.md": "is a named pipe (FIFO), not a file: Sentient never opens it. Remove it, or move it out of "
+                          "the vault's folders (a note is a plain file)",
+        "memory/family/fifo": "is a named pipe (FIFO), not a file: Sentient never opens it. Remove it, or move it out "
+                              "of the vault's folders (a note is a plain file)",
+        "skills/creds.md": f"is a link to {linked_out / '.sentient' / 'token'}, inside .sentient/, which Sentient "
+                           "never reads as a document (it holds Sentient's state or another tool's). Remove the link",
+    }
+    assert SECRET not in out and token not in out
+
+    answers = [client.get("/api/memory"), client.get("/api/memory/passwd"), client.get("/api/memory/pipe"),
+               client.get("/api/memory/search", params={"q": SECRET}), client.get("/api/memory/search",
+               params={"q": "root"}), client.get("/api/memory/note:outside-note"), client.get("/api/skills"),
+               client.get("/api/skills/creds"), client.get("/api/memory/skill:creds"), client.get("/api/health"),
+               client.get("/api/memory/flagged")]
+    assert [a.status_code for a in answers[1:3]] == [422, 422]
+    assert "outside the vault" in error_of(answers[1])["message"]
+    assert client.get("/api/memory/search", params={"q": SECRET}).json() == []
+    assert client.get("/api/memory/inbox").json()["body"] == client.get("/api/memory/morning-runs").json()["body"]
+    for answer in answers:
+        assert SECRET not in answer.text and token not in answer.text, answer.url
+
+    scripted.queue(calls(call("memory_recall", query=SECRET.replace("-", " ")), call("memory_recall", id="passwd"),
+                         call("memory_search_by_source", source="user"), call("memory_recall", query="Mysore tea")),
+                   text("Nothing like that."))
+    chat = client.post("/api/chat", json={"message": f"What do you know about {SECRET[:8]}?",
+                                          "pins": ["note:outside-note", "note:interview-script"]})
+    assert chat.status_code == 200
+    assert "Interview script for shop owners" in scripted.all_prompt_text()  # the other pin still arrives
+    assert SECRET not in scripted.all_prompt_text() and token not in scripted.all_prompt_text()
+    knowledge = client.get(f"/api/sessions/{chat.json()['session_id']}/knowledge").json()
+    assert SECRET not in json.dumps(knowledge)
+    assert any("outside-note" in problem for problem in knowledge["problems"])
 
 
 # --- memory absent ---------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def vault(make_vault: Callable[[str], Path]) -> Path:
 @pytest.fixture
 def client(vault: Path, scripted: Scripted) -> Iterator[TestClient]:
     app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=False, schedule=False)
-    with TestClient(app) as made:
+    with TestClient(app, base_url="http://localhost") as made:
         made.headers["Authorization"] = f"Bearer {app.state.token}"
         yield made
 

@@ -8,6 +8,8 @@ polling the API against a deadline."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import socket
@@ -225,6 +227,63 @@ def test_a_request_without_the_token_gets_401(serve: Callable[..., Running], bas
         server.openai(token="not-the-token").chat.completions.create(
             model="sentient", messages=[{"role": "user", "content": "hi"}])
     assert scripted.requests == []
+
+
+def raw_get(port: int, path: str, headers: dict[str, str | bytes]) -> tuple[int, dict[str, Any]]:
+    """A GET sent with exactly these headers (Host too, as a browser on another site sends it),
+    on a plain socket connection: (status, JSON body)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_foreign_host_is_refused_and_the_servers_own_names_answer(
+        serve: Callable[..., Running], basic: Path, scripted: Scripted) -> None:
+    server = serve(basic)
+    token = f"Bearer {server.token}"
+    for host in ("evil.example", f"evil.example:{server.port}", f"127.0.0.1.nip.io:{server.port}",
+                 "localhost.evil.example", "[::2]", ""):
+        status, body = raw_get(server.port, "/api/memory", {"Host": host, "Authorization": token})
+        assert status == 421, host
+        message = body["error"]["message"]
+        assert message.startswith(f"Host '{host}' is not a name of this server: it answers to localhost, 127.0.0.1, "
+                                  "[::1]") and "DNS rebinding" in message
+        assert FACT not in json.dumps(body)
+    for host in ("localhost", f"localhost:{server.port}", "127.0.0.1", f"127.0.0.1:{server.port}", "[::1]",
+                 f"[::1]:{server.port}", "LocalHost.", "127.0.0.2"):
+        status, body = raw_get(server.port, "/api/health", {"Host": host, "Authorization": token})
+        assert status == 200 and body["status"] == "ok", host
+    assert scripted.requests == []
+
+
+def test_the_configured_host_is_one_of_the_servers_names(
+        serve: Callable[..., Running], basic: Path) -> None:
+    configure(basic, api={"host": "sentient.lan"})
+    server = serve(basic)
+    token = f"Bearer {server.token}"
+    assert raw_get(server.port, "/api/health", {"Host": f"sentient.lan:{server.port}", "Authorization": token})[0] \
+        == 200
+    status, body = raw_get(server.port, "/api/health", {"Host": "other.lan", "Authorization": token})
+    assert status == 421
+    assert "it answers to localhost, 127.0.0.1, [::1], sentient.lan." in body["error"]["message"]
+
+
+def test_a_token_with_non_ascii_characters_gets_401_not_500(serve: Callable[..., Running], basic: Path) -> None:
+    server = serve(basic)
+    host = f"127.0.0.1:{server.port}"
+    for path, headers in (("/api/health", {"Authorization": "Bearer tökén".encode()}),
+                          ("/api/health", {"Authorization": b"Bearer \xff\xfe"}),
+                          ("/docs?token=t%C3%B6k%C3%A9n", {}), ("/openapi.json?token=%E2%9C%93", {})):
+        status, body = raw_get(server.port, path, {"Host": host, **headers})
+        assert status == 401, path
+        assert body["error"]["message"].startswith("missing or wrong token"), path
 
 
 # --- memory on /v1 --------------------------------------------------------------------------

@@ -673,17 +673,40 @@ def test_links_the_walk_does_not_follow_are_reported_not_skipped(vault: Vault, i
     (vault.root / "memory" / "ext").symlink_to(outside)
     (vault.root / "memory" / "archive").symlink_to(tmp_path / "nonexistent")
     (vault.root / "memory" / "dangling.md").symlink_to(tmp_path / "gone.md")
-    (vault.root / "memory" / "linked.md").symlink_to(outside / "e.md")  # a link to a file is read as the file
+    (vault.root / "memory" / "linked.md").symlink_to(outside / "e.md")  # out of the vault: never read
+    (vault.root / "memory" / "alias.md").symlink_to(vault.root / "memory" / "b.md")  # inside: read as the file
+    (vault.root / "memory" / "inside").symlink_to(vault.root / "memory")
     index.sync()
     reasons = {p.path.name: p.reason for p in index.problems()}
-    assert reasons["ext"].startswith("is a link to a folder, which Sentient does not follow")
+    assert reasons["ext"] == (f"is a link to {outside}, a folder outside the vault, which Sentient does not follow "
+                              "(nothing in it is read)")
+    assert reasons["inside"].startswith("is a link to a folder, which Sentient does not follow")
     assert reasons["archive"] == f"is a link to {tmp_path / 'nonexistent'}, which does not exist"
     assert reasons["dangling.md"] == f"is a link to {tmp_path / 'gone.md'}, which does not exist"
-    assert sorted(reasons) == ["archive", "dangling.md", "ext"]
-    assert sorted(d.key for d in index.documents("memory")) == ["b", "linked"]
+    assert reasons["linked.md"].startswith(f"is a link to {outside / 'e.md'}, outside the vault: Sentient does not "
+                                           "read it")
+    assert sorted(reasons) == ["archive", "dangling.md", "ext", "inside", "linked.md"]
+    assert sorted(d.key for d in index.documents("memory")) == ["alias", "b"]
+    assert index.search("z") == []
     (vault.root / "memory" / "ext").unlink()
     index.sync()
-    assert sorted(p.path.name for p in index.problems()) == ["archive", "dangling.md"]
+    assert sorted(p.path.name for p in index.problems()) == ["archive", "dangling.md", "inside", "linked.md"]
+
+
+def test_a_file_replaced_by_a_link_out_of_the_vault_leaves_search_at_its_update(
+        vault: Vault, index: Index, tmp_path: Path) -> None:
+    """What the watcher does when an editor (or anyone) swaps a note for a link: the index
+    drops what the note said and names the link, without reading where it leads."""
+    note = write(vault, "memory/tea.md", entry("Tea", "oolong every morning"))
+    index.sync()
+    assert [h.key for h in index.search("oolong")] == ["tea"]
+    outside = tmp_path / "outside.md"
+    outside.write_text(entry("Secret", "zanzibar oolong"))
+    note.unlink()
+    note.symlink_to(outside)
+    index.update(note)
+    assert index.search("oolong") == [] and index.search("zanzibar") == []
+    assert [(p.path.name, p.reason.split(",")[0]) for p in index.problems()] == [("tea.md", f"is a link to {outside}")]
 
 
 def test_what_a_session_was_told_is_not_indexed_as_said_in_it(vault: Vault, index: Index) -> None:

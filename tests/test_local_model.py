@@ -59,7 +59,7 @@ def test_a_chat_turn_through_the_api_returns_text_and_the_server_is_gone_after(
 ) -> None:
     vault = local_vault(make_vault)
     app = create_app(load_settings(vault, {}), environ={}, watch=False, schedule=False)
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         token = app.state.token
         response = client.post("/api/chat", json={"message": "Say hello in one short sentence."},
                                headers={"Authorization": f"Bearer {token}"})

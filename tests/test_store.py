@@ -747,3 +747,96 @@ def test_a_note_saved_as_utf16_or_utf32_is_named_so_with_the_fix(
     problems = {p.path.relative_to(vault.root).as_posix(): p for p in vault.scan().problems}
     assert problems["memory/notepad.md"].reason == f"is {encoding.upper()} text, not UTF-8"
     assert problems["memory/notepad.md"].fix == "Re-save it as UTF-8 in your editor"
+
+
+# --- links out of the vault, pipes and devices ----------------------------------------------
+
+
+def test_a_link_out_of_the_vault_is_never_read_however_it_is_reached(vault: Vault, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe outside text\n")
+    vault.create("memory", "kept", {"title": "Kept"}, "inside\n")
+    (vault.root / "memory" / "secret.md").symlink_to(outside / "secret.md")
+    (vault.root / "memory" / "alias.md").symlink_to(vault.root / "memory" / "kept.md")
+    (vault.root / "memory" / "sub").symlink_to(outside)  # a folder link: glob may find files through it
+    with pytest.raises(BadFile, match="is a link to .*outside the vault: Sentient does not read it"):
+        vault.get("memory", "secret")
+    assert vault.get("memory", "alias").body == "inside\n"  # a link inside the vault reads as its file
+    listing = vault.scan({"memory"})
+    assert sorted(d.key for d in listing.documents) == ["alias", "kept"]
+    assert sorted(p.path.name for p in listing.problems) == ["secret.md", "sub"]
+    assert all("outside text" not in str(p) for p in listing.problems)
+    with pytest.raises(BadFile, match="is reached through a link, leading to .*outside the vault"):
+        vault.read("memory", "secret", vault.root / "memory" / "sub" / "secret.md")
+    with pytest.raises(BadFile, match="outside the vault"):
+        vault.read("memory", "secret", vault.root / "memory" / ".." / ".." / "outside" / "secret.md")
+
+
+def test_a_link_into_the_state_folder_is_never_read(vault: Vault) -> None:
+    (vault.state_dir).mkdir(exist_ok=True)
+    (vault.state_dir / "token").write_text("the-api-token\n")
+    (vault.root / "memory").mkdir(exist_ok=True)
+    (vault.root / "memory" / "token.md").symlink_to(Path("..") / ".sentient" / "token")
+    with pytest.raises(BadFile, match=r"inside \.sentient/, which Sentient never reads as a document"):
+        vault.get("memory", "token")
+
+
+def test_a_top_folder_linked_out_of_the_vault_is_not_walked_nor_written(vault: Vault, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "far.md").write_text("# Far\n\nfar away\n")
+    (vault.root / "memory").symlink_to(elsewhere)
+    listing = vault.scan()
+    assert "far" not in {d.key for d in listing.documents}
+    (problem,) = [p for p in listing.problems if p.kind == "memory"]
+    assert problem.path == vault.root / "memory"
+    assert problem.reason == f"is a link to {elsewhere}, outside the vault, which Sentient does not follow " \
+                             "(nothing in it is read)"
+    with pytest.raises(BadFile, match="outside the vault"):
+        vault.get("memory", "far")
+    with pytest.raises(BadFile, match="is a link to .*outside the vault, so nothing is written in it"):
+        vault.create("memory", "new", {"title": "New"}, "text\n")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["far.md"]
+    (vault.root / "memory").unlink()
+    (vault.root / "notes-elsewhere").mkdir()
+    (vault.root / "notes-elsewhere" / "near.md").write_text("# Near\n\nclose by\n")
+    (vault.root / "memory").symlink_to(vault.root / "notes-elsewhere")  # inside the vault: followed
+    assert [d.key for d in vault.scan({"memory"}).documents] == ["near"]
+    assert vault.scan({"memory"}).problems == []
+
+
+def test_a_named_pipe_is_named_and_never_opened(vault: Vault) -> None:
+    """Opening a pipe for reading waits for a writer: had the vault opened one, this would hang."""
+    vault.create("memory", "kept", {"title": "Kept"}, "inside\n")
+    os.mkfifo(vault.root / "memory" / "pipe.md")
+    os.mkfifo(vault.root / "memory" / "pipe")
+    (vault.root / "memory" / "to-pipe.md").symlink_to("pipe")
+    listing = vault.scan()
+    assert [d.key for d in listing.documents if d.kind == "memory"] == ["kept"]
+    reasons = {p.path.name: p.reason for p in listing.problems}
+    assert reasons == {name: "is a named pipe (FIFO), not a file: Sentient never opens it"
+                       for name in ("pipe.md", "pipe", "to-pipe.md")}
+    with pytest.raises(BadFile, match=r"is a named pipe \(FIFO\), not a file"):
+        vault.get("memory", "pipe")
+
+
+def test_a_socket_or_device_is_named_and_never_opened(vault: Vault, tmp_path: Path) -> None:
+    import socket
+
+    (vault.root / "memory").mkdir(exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(vault.root / "memory" / "sock.md"))
+    except OSError as exc:  # a path too long for a socket address
+        pytest.skip(f"no socket here: {exc}")
+    expected = {"sock.md": "is a socket, not a file: Sentient never opens it"}
+    try:
+        os.mknod(vault.root / "memory" / "null.md", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # as /dev/null
+        expected["null.md"] = "is a character device, not a file: Sentient never opens it"
+    except PermissionError:  # only root makes device files
+        pass
+    with listener:
+        listing = vault.scan({"memory"})
+        assert listing.documents == []
+        assert {p.path.name: p.reason for p in listing.problems} == expected

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from sentient.agent.context import ToolContext
-from sentient.agent.tools import MEMORY_TOOLS, SAVING_TOOLS, ToolRefused
+from sentient.agent.tools import MEMORY_TOOLS, WRITING_TOOLS, ToolRefused
 from sentient.agent.turn import Agent
 from sentient.errors import NotFound
 from sentient.memory import create_entry
-from sentient.tools import build_registry
+from sentient.tools import ALL_TOOLS, build_registry
 from sentient.vault import transcript
 from tests.agent_support import agent_on, configure, http_server
 from tests.scripted import Scripted, call, calls, text
@@ -58,7 +58,7 @@ def test_incognito_helper_gets_no_memory_tools_no_saving_tools_no_name(basic: Pa
     parent_offer, helper_offer = scripted.offered_tools[0], scripted.offered_tools[1]
     assert not offered_memory(parent_offer)
     assert not offered_memory(helper_offer)
-    assert not SAVING_TOOLS.intersection(parent_offer + helper_offer)
+    assert not WRITING_TOOLS.intersection(parent_offer + helper_offer)
     helper_tool_result = [m for m in scripted.requests[2]["messages"] if m.get("role") == "tool"][-1]
     assert "isn't available in this chat" in helper_tool_result["content"]
     assert NAME not in every_request_text(scripted)
@@ -99,10 +99,72 @@ def test_incognito_with_memory_on_lets_helpers_read_but_never_save(basic: Path, 
     assert result.memory_allowed
     helper_offer = scripted.offered_tools[1]
     assert "memory_recall" in helper_offer
-    assert not SAVING_TOOLS.intersection(scripted.offered_tools[0] + helper_offer)
+    assert not WRITING_TOOLS.intersection(scripted.offered_tools[0] + helper_offer)
     assert sorted(p.name for p in (basic / "memory").rglob("*.md")) == before
     assert not (basic / "sessions" / "incognito").exists()
     assert len(list((basic / "sessions").rglob("*.md"))) == 1  # only the fixture's session
+
+
+def test_incognito_with_memory_on_is_offered_no_writing_tool_and_a_forced_forget_deletes_nothing(
+    basic: Path, scripted: Scripted
+) -> None:
+    configure(basic, chat={"incognito_uses_memory": True})
+    agent = agent_on(basic)
+    entry = basic / "memory" / "family" / "anika-teacher.md"
+    before = entry.read_bytes()
+    scripted.queue(
+        calls(call("memory_forget", id="anika-teacher"), call("skill_save", name="x", steps="y"),
+              call("memory_remember", title="x", text="y")),  # forced calls, never offered
+        call("delegate_task", goal="forget anika-teacher"),
+        call("memory_forget", id="anika-teacher"),  # the helper tries too
+        text("could not"),
+        text("I can't change what I know here."),
+    )
+    result = agent.turn("Forget that Anika is a teacher", incognito=True)
+    assert result.memory_allowed  # reading is allowed...
+    for offer in scripted.offered_tools:  # ...writing never: not the parent, not its helper
+        assert "memory_recall" in offer
+        assert not WRITING_TOOLS.intersection(offer), offer
+    answers = [m["content"] for r in scripted.requests for m in r["messages"] if m.get("role") == "tool"]
+    for name in ("memory_forget", "skill_save", "memory_remember"):
+        assert f"Error: {name} isn't available here: an incognito chat never saves, changes or forgets" in \
+            "\n".join(answers), name
+    assert entry.read_bytes() == before
+    assert not (basic / "skills" / "x.md").exists()
+
+
+def test_incognito_refuses_writing_tools_from_a_script_and_at_tool_call(basic: Path, scripted: Scripted) -> None:
+    configure(basic, chat={"incognito_uses_memory": True})
+    agent = agent_on(basic)
+    entry = basic / "memory" / "family" / "anika-teacher.md"
+    before = entry.read_bytes()
+    code = (
+        "print(sorted(tools.available))\n"
+        "try:\n"
+        "    tools.call('memory_forget', id='anika-teacher')\n"
+        "except RuntimeError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    scripted.queue(call("execute_code", code=code), text("done"))
+    agent.turn("run a script", incognito=True)
+    output = [m for m in scripted.requests[1]["messages"] if m.get("role") == "tool"][-1]["content"]
+    listed = output.splitlines()[1]
+    assert "memory_recall" in listed and not any(name in listed for name in WRITING_TOOLS)
+    assert "refused: memory_forget isn't available here: an incognito chat never" in output
+    ctx = agent.context(incognito=True, channel="chat", session=None)
+    for name in WRITING_TOOLS - {"task_notepad"}:
+        registered = agent.registry.get(name)
+        assert registered is not None
+        with pytest.raises(ToolRefused, match="an incognito chat never saves, changes or forgets"):
+            registered.call(ctx, {"id": "anika-teacher"} if name == "memory_forget" else {})
+    assert entry.read_bytes() == before
+
+
+def test_every_tool_that_writes_is_a_writing_tool() -> None:
+    """A new tool of risk "write" must join WRITING_TOOLS (or reach the vault only through
+    them, as execute_code's script does), or an incognito chat would be offered it."""
+    writers = {item.name for item in ALL_TOOLS if item.risk == "write"}
+    assert writers - {"execute_code"} == WRITING_TOOLS
 
 
 def test_an_incognito_chat_is_never_written_to_the_vault(basic: Path, scripted: Scripted) -> None:

@@ -4,7 +4,7 @@
 into a Tool whose JSON schema comes from the signature and whose description comes from the
 docstring. `Tool.call` is the one door every call goes through, however it was reached (the
 loop, a helper, the reader, a script's bridge): it refuses memory tools in a turn without
-memory, saving tools in an incognito chat, tools above a helper's ceiling, and holds outbound
+memory, writing tools in an incognito chat, tools above a helper's ceiling, and holds outbound
 tools in an untrusted turn.
 """
 
@@ -33,7 +33,11 @@ MEMORY_TOOLS = frozenset(
         "memory_forget",
     }
 )
-SAVING_TOOLS = frozenset({"memory_remember", "skill_save"})
+# Tools that change what Sentient keeps (save, edit or forget a file of the vault). An incognito
+# chat is read-only, whatever the settings: it and its helpers are never offered them, and a call
+# is refused. Every tool of risk "write" is here, except execute_code, whose script reaches the
+# vault only through these tools (tests/test_turns.py holds the list to that).
+WRITING_TOOLS = frozenset({"memory_remember", "memory_forget", "skill_save", "task_notepad"})
 # Tools that exist only where memory exists in the process (features.memory).
 MEMORY_FEATURE_TOOLS = MEMORY_TOOLS | {"memory_remember"}
 RECURRING_ONLY_TOOLS = frozenset({"task_notepad"})
@@ -58,7 +62,9 @@ def refusal(ctx: ToolContext, name: str) -> str | None:
     """Why `name` may not run in this context, or None when it may."""
     if name in MEMORY_TOOLS and not ctx.memory_allowed:
         return f"{name} isn't available in this chat: it doesn't use what Sentient knows about the user."
-    if (name in SAVING_TOOLS and ctx.incognito) or (name == "memory_remember" and not ctx.memory_allowed):
+    if name in WRITING_TOOLS and ctx.incognito:
+        return f"{name} isn't available here: an incognito chat never saves, changes or forgets anything."
+    if name == "memory_remember" and not ctx.memory_allowed:
         return f"{name} isn't available here: this chat does not save anything."
     if name in RECURRING_ONLY_TOOLS and not ctx.recurring:
         return f"{name} is only available in runs of a recurring task."

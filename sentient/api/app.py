@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sentient.agent.turn import Agent
 from sentient.api import chat, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import load_or_create_token, require_token
+from sentient.api.guard import RequestGuard
 from sentient.config import Settings
 from sentient.errors import SentientError
 from sentient.llm import LLM
@@ -118,12 +119,15 @@ def create_app(
     clock: Callable[[], datetime] = utc_now,
     tick: float = 1.0,
     announce: Callable[[str], None] | None = None,
+    host: str | None = None,
 ) -> FastAPI:
     """The app for one vault. `environ` holds provider keys (named by api_key_env); `llm`
     replaces the model client (tests); `watch` starts the file watcher, `schedule` the scheduler
     (without it, tasks run only when asked); `clock` is what the
     scheduler and the agent read the time from, every `tick` seconds (tests pass a fake one);
-    `announce` is told each task's next due time at start (serve prints them)."""
+    `announce` is told each task's next due time at start (serve prints them); `host` is the
+    address it listens on when not api.host (serve --host): the server answers to loopback
+    names and that host only (sentient/api/guard.py)."""
     token, _ = load_or_create_token(settings.state_dir)
 
     @asynccontextmanager
@@ -170,6 +174,7 @@ def create_app(
     app.state.token = token
     app.state.settings = settings
     app.add_middleware(BodyLimit)
+    app.add_middleware(RequestGuard, listen_host=host or settings.api.host, error_body=error_body)
     _handlers(app)
     protected = [Depends(require_token)]
     app.include_router(health.router, dependencies=protected)

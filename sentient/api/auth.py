@@ -42,7 +42,8 @@ def require_token(request: Request) -> None:
     """FastAPI dependency: 401 unless the request carries the server's token."""
     expected: str = request.app.state.token
     given = presented_token(request)
-    if given is None or not secrets.compare_digest(given, expected):
+    # compared as bytes: compare_digest refuses str holding non-ASCII characters (a 500 before)
+    if given is None or not secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8")):
         raise HTTPException(
             status_code=401,
             detail="missing or wrong token: send 'Authorization: Bearer <token>' (the token is in .sentient/token)",

@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace, workspace: Workspace) -> int:
     else:
         print(f"token: in {settings.state_dir / 'token'}")
     sys.stdout.flush()
-    app = create_app(settings, environ=os.environ, announce=lambda line: print(line, flush=True))
+    app = create_app(settings, environ=os.environ, announce=lambda line: print(line, flush=True), host=host)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     local = "127.0.0.1" if host in ("0.0.0.0", "", "::") else shown_host  # where a command on this machine reaches it
     with sock, advertise(settings.state_dir, f"http://{local}:{port}"), suppress(KeyboardInterrupt):

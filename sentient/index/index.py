@@ -436,7 +436,7 @@ class Index(Reader):
             rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 UNION "
                                 "SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
             indexed = {rel for rel, is_document in rows if is_document}
-            rels = {rel for rel, _ in rows} | {path.resolve().relative_to(self.vault.root).as_posix()}
+            rels = {rel for rel, _ in rows} | {self.vault.rel_of(path) or ""} - {""}
             founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
             batch.deleted.update(rels - {f.rel for f in founds})
             if founds:

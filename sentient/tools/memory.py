@@ -19,7 +19,7 @@ from sentient.errors import BadFile, Conflict
 from sentient.index import IndexedDoc
 from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
-from sentient.vault.document import check_id, parse
+from sentient.vault.document import Document, check_id, parse
 from sentient.vault.kinds import KINDS, one_line
 from sentient.workspace import Workspace
 
@@ -233,16 +233,34 @@ def _similar(body: str, text: str) -> bool:
     return difflib.SequenceMatcher(None, body.strip(), text.strip()).ratio() >= SAME_TEXT
 
 
-def _same_entry(workspace: Workspace, title: str, text: str) -> tuple[IndexedDoc | None, IndexedDoc | None]:
-    """(an entry whose text is near-identical, an entry with the same title): what may already
-    say this. Found by search, not by reading every entry. A withheld entry is never one: the
-    model would learn what it says from the answer."""
-    similar = titled = None
+def same_text(body: str, text: str) -> bool:
+    """Whether two texts say the same, word for word: equal once spaces and case are set aside.
+    Only such a text is "already remembered"; one changed word is a change to keep."""
+    return " ".join(body.split()).casefold() == " ".join(text.split()).casefold()
+
+
+@dataclass(frozen=True)
+class Related:
+    """What memory may already hold about a text about to be remembered (see _related)."""
+
+    same: IndexedDoc | None = None  # says the same, word for word (same_text)
+    similar: IndexedDoc | None = None  # near-identical text (SAME_TEXT), a changed word or two
+    titled: IndexedDoc | None = None  # the same title
+
+
+def _related(workspace: Workspace, title: str, text: str) -> Related:
+    """The entries that may already say this. Found by search, not by reading every entry. A
+    withheld entry is never one: the model would learn what it says from the answer."""
+    same = similar = titled = None
     for hit in workspace.index.search(text, kind="memory", limit=3):
         found = workspace.index.get("memory", hit.key)
-        if found is not None and _similar(found.body, text) and workspace.visible(found):
-            similar = found
+        if found is None or not workspace.visible(found):
+            continue
+        if same_text(found.body, text):
+            same = found
             break
+        if similar is None and _similar(found.body, text):
+            similar = found
     wanted = title.strip().casefold()
     for hit in workspace.index.search(title, kind="memory", limit=10):
         if hit.title.strip().casefold() == wanted:
@@ -250,13 +268,19 @@ def _same_entry(workspace: Workspace, title: str, text: str) -> tuple[IndexedDoc
             if found is not None and workspace.visible(found):
                 titled = found
                 break
-    return similar, titled
+    return Related(same, similar, titled)
+
+
+def _where(workspace: Workspace, doc: IndexedDoc | Document) -> str:
+    """An entry as an answer names it: its id and its file in the vault."""
+    return f"memory {doc.key} ({doc.path.relative_to(workspace.vault.root).as_posix()})"
 
 
 @tool(risk="write")
 def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "general", scope: str = "global") -> str:
-    """Save one durable fact or note to memory. If an entry you saved already says the same
-    thing, it is updated instead of duplicated (an entry the person wrote is never changed).
+    """Save one durable fact or note to memory. If an entry you saved says nearly the same
+    (the fact changed), it is updated; an entry the person wrote is never changed: the new text
+    is saved beside it. The answer says which entry holds the text now.
 
     Args:
         title: one line saying what the entry is about.
@@ -272,11 +296,13 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     meta = {"title": title.strip(), "category": category, "scope": scope, "source": ctx.source,
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
-    similar, titled = _same_entry(workspace, title, text)
-    if similar is not None and not agents_own(workspace, similar):
-        return f"Already remembered: memory {similar.key} says this."
-    existing = similar or (titled if titled is not None and agents_own(workspace, titled) else None)
-    document = None
+    related = _related(workspace, title, text)
+    if related.same is not None:
+        return f"Already remembered: {_where(workspace, related.same)} says this, word for word."
+    candidates = [doc for doc in (related.similar, related.titled) if doc is not None]
+    existing = next((doc for doc in candidates if agents_own(workspace, doc)), None)  # may be updated
+    near = existing or next(iter(candidates), None)  # else the person's: kept, the text saved beside it
+    document, verb = None, "Saved"
     if existing is not None:
         # An entry written from outside content stays marked so (its new text may come from it),
         # with the source that read that content.
@@ -290,14 +316,18 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
             pass
     if document is None:  # new, or beside the person's entry: their text is never replaced by the model's
         document = workspace.vault.create("memory", free_id(workspace, title), meta, body)
-        verb = "Saved"
     workspace.index.update(document.path)
+    said = f"{verb} {_where(workspace, document)}"
+    if verb == "Saved" and near is not None:
+        whose = "which the person wrote" if near is not existing else "which was edited since it was read"
+        said += (f", beside {_where(workspace, near)}, {whose} and which is left as it is: both are kept, "
+                 "so tell the person the earlier one may now be out of date")
     threat = document.meta.get("threat")
     if isinstance(threat, dict) and threat.get("flagged"):
         patterns = ", ".join(threat.get("patterns", []))
-        return (f"{verb} memory {document.key}, but it reads like instructions ({patterns}), "
+        return (f"{said}, but it reads like instructions ({patterns}), "
                 "so it is flagged for the person to review and will not be shown to you.")
-    return f"{verb} memory {document.key}."
+    return f"{said}."
 
 
 @tool(risk="write")

@@ -13,6 +13,7 @@ Parsing and rendering live here and nowhere else. The rules:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import yaml
 from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+ID_RULE = "1-80 characters of a-z, 0-9 and '-', starting with a letter or digit (no '/', '..', spaces or capitals)"
 TMP_SUFFIX = ".sentient-tmp"
 
 FieldType = Literal["str", "datetime", "bool", "int", "list", "threat"]
@@ -47,10 +49,7 @@ def check_id(value: str, what: str = "id") -> str:
     """Return `value` if it can name a file, else raise InvalidId saying what is allowed."""
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:40] + "...")
-        raise InvalidId(
-            f"{what} {shown} is not allowed: use 1-80 characters of a-z, 0-9 and '-', "
-            "starting with a letter or digit (no '/', '..', spaces or capitals)"
-        )
+        raise InvalidId(f"{what} {shown} is not allowed: use {ID_RULE}")
     return value
 
 
@@ -639,8 +638,16 @@ def parse(
 def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], max_bytes: int) -> Document:
     """Read and parse one file; BadFile for anything that is not a readable document."""
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        # never blocks: a named pipe opened without O_NONBLOCK waits for a writer (the caller
+        # refuses pipes and devices before; this holds if one replaced the file since)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            if not stat.S_ISREG(info.st_mode):
+                raise BadFile(path, "is not a plain file (a named pipe, socket or device): Sentient never reads it",
+                              "Remove it, or move it out of the vault's folders (a note is a plain file)")
+            size = info.st_size
             if size > max_bytes:
                 raise BadFile(
                     path,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -180,7 +181,7 @@ class Vault:
         self._temp_dir: Path | None = None
         # subfolders the last walk could not list, and links it did not follow: rel -> (kind, reason,
         # fix); see folder_problems
-        self._unlisted: dict[str, tuple[str, str, str]] = {}
+        self._unlisted: dict[str, tuple[str | None, str, str]] = {}
 
     @property
     def state_dir(self) -> Path:
@@ -221,8 +222,28 @@ class Vault:
         path): hidden names and temp files are skipped, and symlinked folders are not followed."""
         root = str(self.root)
         for top, place in sorted(_TOPS.items()):
-            if _reaches(place, kinds):
+            if _reaches(place, kinds) and not self._links_out(top, place, kinds):
                 yield from self._walk_folder(os.path.join(root, top), top, place, kinds)
+
+    def _links_out(self, top: str, place: _Place, kinds: set[str] | None) -> bool:
+        """Whether a top folder (memory/, pins/...) is a link leading out of the vault (or into
+        a hidden folder of it): then nothing in it is read, and it is recorded for
+        folder_problems. A link to a folder inside the vault is followed, as the folder."""
+        path = os.path.join(str(self.root), top)
+        if not os.path.islink(path) or not os.path.exists(path):  # a link to nothing is folder_problems' to tell
+            self._unlisted.pop(top, None)
+            return False
+        real = os.path.realpath(path)
+        inside = real.startswith(f"{self.root}{os.sep}")
+        if inside and not any(part.startswith(".") for part in real[len(str(self.root)) + 1:].split(os.sep)):
+            self._unlisted.pop(top, None)
+            return False
+        where = "outside the vault" if not inside else "in a hidden folder of the vault"
+        if kinds is None or _place_kind(place) in kinds:
+            self._unlisted[top] = (_place_kind(place), f"is a link to {real}, {where}, which Sentient does not "
+                                   "follow (nothing in it is read)",
+                                   "Move the folder itself into the vault in place of the link, or remove the link")
+        return True
 
     def _walk_folder(self, folder: str, rel: str, place: _Place, kinds: set[str] | None) -> Iterator[Folder]:
         state, arg = place
@@ -241,12 +262,16 @@ class Vault:
                             if sub is not None and _reaches(sub, kinds):
                                 subfolders.append((name, entry.path, sub))
                             continue
-                        if entry.is_symlink() and not entry.is_file():
+                        if entry.is_symlink() and (entry.is_dir() or not os.path.exists(entry.path)):
                             link = self._unfollowed_link(entry, f"{rel}/{name}", place, kinds)
                             if link is not None:
                                 links.add(link)
                             continue
                         if not name.endswith(".md"):
+                            if not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
+                                special = self._special(entry, f"{rel}/{name}", kinds)  # a pipe, a device
+                                if special is not None:
+                                    links.add(special)
                             continue
                         if state == "nested" or state == "files":
                             kind_name, key = arg, name[:-3]
@@ -258,12 +283,15 @@ class Vault:
                             kind_name, key = _TASK_FILES[name], arg
                         else:
                             continue
-                        if (kinds is not None and kind_name not in kinds) or not entry.is_file():
+                        if kinds is not None and kind_name not in kinds:
                             continue
-                        stat = entry.stat()
+                        # a plain file, a link to one, or a pipe or device (.md named): each is a
+                        # document or a problem; Vault.read never reads a link out of the vault,
+                        # and never opens a pipe or device
+                        info = entry.stat()
                     except OSError:
                         continue
-                    files.append((name, kind_name, key, stat.st_mtime_ns, stat.st_size))
+                    files.append((name, kind_name, key, info.st_mtime_ns, info.st_size))
         except OSError as exc:
             if "/" in rel and os.path.lexists(folder):  # a top folder is folder_problems' to tell
                 self._unlisted[rel] = (_place_kind(place), f"cannot be listed ({exc.strerror or exc})", _UNREADABLE_FIX)
@@ -278,6 +306,17 @@ class Vault:
         for name, path, sub in sorted(subfolders):
             yield from self._walk_folder(path, f"{rel}/{name}", sub, kinds)
 
+    def _special(self, entry: os.DirEntry[str], rel: str, kinds: set[str] | None) -> str | None:
+        """Record a named pipe, socket or device that is no document (not .md named), so that
+        `doctor` names it; it is never opened. Returns its rel when recorded."""
+        if kinds is not None:
+            return None
+        special = special_kind(entry.stat(follow_symlinks=False).st_mode)
+        if special is None:
+            return None
+        self._unlisted[rel] = (None, f"is {special}, not a file: Sentient never opens it", SPECIAL_FIX)
+        return rel
+
     def _unfollowed_link(self, entry: os.DirEntry[str], rel: str, place: _Place, kinds: set[str] | None) -> str | None:
         """Record a link the walk does not follow (to a folder: links inside the vault are never
         followed, so nothing loops or leaves the vault) or cannot (to nothing), so that it is
@@ -291,6 +330,11 @@ class Vault:
                 return None
             reason = "is a link to a folder, which Sentient does not follow (so nothing in it is read)"
             fix = "Move the folder itself here (or link the whole vault instead)"
+            real = os.path.realpath(entry.path)
+            if not real.startswith(f"{self.root}{os.sep}"):
+                reason = f"is a link to {real}, a folder outside the vault, which Sentient does not follow " \
+                         "(nothing in it is read)"
+                fix = "Move the folder itself into the vault in place of the link, or remove the link"
         elif entry.name.endswith(".md") or _subfolder(place, entry.name) is not None:
             target = "something"
             with suppress(OSError):
@@ -327,16 +371,25 @@ class Vault:
             else:
                 continue
             problems.append(Problem(path, reason, _UNREADABLE_FIX, kind_name))
-        for rel, (kind_name, reason, fix) in sorted(self._unlisted.items()):
-            problems.append(Problem(self.root / rel, reason, fix, kind_name))
+        for rel, (unlisted_kind, reason, fix) in sorted(self._unlisted.items()):
+            problems.append(Problem(self.root / rel, reason, fix, unlisted_kind))
         return [problem for problem in problems if kinds is None or problem.kind in kinds
                 or (problem.path.name == "pins" and not kinds.isdisjoint(_REACH["pins"]))]
 
-    def classify_path(self, path: Path) -> tuple[str, str] | None:
+    def rel_of(self, path: Path) -> str | None:
+        """`path` relative to the vault root ('/'-separated), its folders' links resolved but not
+        a link that the file itself is (a link in memory/ is that memory entry, wherever it
+        leads: reading it is Vault.read's to refuse); None when it is not in the vault."""
         try:
-            rel = PurePosixPath(path.resolve().relative_to(self.root).as_posix())
+            return (Path(os.path.realpath(path.parent)) / path.name).relative_to(self.root).as_posix()
         except ValueError:
             return None
+
+    def classify_path(self, path: Path) -> tuple[str, str] | None:
+        found = self.rel_of(path)
+        if found is None:
+            return None
+        rel = PurePosixPath(found)
         if any(part in SKIPPED_DIRS for part in rel.parts):
             return None
         return classify(rel)
@@ -347,14 +400,14 @@ class Vault:
         spec = kind(kind_name)
         if not spec.nested and kind_name != "session":
             path = default_path(self.root, kind_name, key)
-            return path if path.is_file() else None
+            return path if _a_file(path) else None
         base = self.root / spec.folder
         if kind_name == "session":  # one level of month folders: a stat each, not a glob
             name, where = f"{key}.md", str(base)
             matches = sorted(base / month / name for month in _subfolders(where)
-                             if os.path.isfile(f"{where}/{month}/{name}"))
+                             if _a_file(Path(f"{where}/{month}/{name}")))
         else:
-            matches = sorted(p for p in base.glob(f"**/{key}.md") if p.is_file()) if base.is_dir() else []
+            matches = sorted(p for p in base.glob(f"**/{key}.md") if _a_file(p)) if base.is_dir() else []
         if len(matches) > 1:
             where = ", ".join(str(p.relative_to(self.root)) for p in matches)
             raise BadFile(matches[0], f"the id '{key}' is used by {len(matches)} files ({where})", "Rename all but one")
@@ -363,13 +416,72 @@ class Vault:
     # --- reading ---------------------------------------------------------------------
 
     def read(self, found_kind: str, key: str, path: Path) -> Document:
-        """Parse one file known to be of this kind and key; BadFile when it cannot be."""
+        """Parse one file known to be of this kind and key; BadFile when it cannot be, and
+        when it is no file of the vault's to read (see check_readable)."""
+        self.check_readable(path)
         try:
             check_key(found_kind, key)
         except InvalidId as exc:
             raise BadFile(path, f"the file name does not make a valid id ({exc.message})", "Rename the file") from None
         return read_file(path, kind=found_kind, key=key, fields=kind(found_kind).fields,
                          max_bytes=self.max_bytes(found_kind))
+
+    def check_readable(self, path: Path) -> None:
+        """BadFile unless `path` is a plain file inside the vault: a link (of the file or of a
+        folder on the way) whose target is outside the vault, or in a hidden folder of it
+        (.sentient/ holds the API token, .git/ the history), is never read, and neither is a
+        named pipe, socket or device (opening a pipe waits for a writer: it would hang).
+
+        Costs an lstat a folder below the root when nothing is a link (a few microseconds);
+        the full resolution only for a path through a link. A missing file passes: reading it
+        says so."""
+        text, root = os.fspath(path), str(self.root)
+        parts = text[len(root) + 1:].split(os.sep) if text.startswith(root + os.sep) else None
+        if parts is None or any(part in ("", ".", "..") for part in parts):
+            self._check_resolved(path, linked=True)
+            return
+        here = root
+        for part in parts:
+            here = f"{here}{os.sep}{part}"
+            try:
+                mode = os.lstat(here).st_mode
+            except OSError:
+                return
+            if stat.S_ISLNK(mode):
+                self._check_resolved(path, linked=here == text)
+                return
+        _check_plain(path, mode)
+
+    def _check_writable_folder(self, path: Path) -> None:
+        """BadFile, before anything is written, when the folder a new file goes to leads out of
+        the vault through a link (memory/ linked to another disk): the vault's files stay in it."""
+        real = os.path.realpath(path.parent)
+        root = str(self.root)
+        if real != root and not real.startswith(root + os.sep):
+            folder = next((p for p in [path.parent, *path.parent.parents] if os.path.islink(p)), path.parent)
+            raise BadFile(folder, f"is a link to {os.path.realpath(folder)}, outside the vault, so nothing is written "
+                                  "in it (nothing was written)",
+                          "Move the folder itself into the vault in place of the link, or remove the link")
+
+    def _check_resolved(self, path: Path, *, linked: bool) -> None:
+        """check_readable for a path through a link: where it leads, and what is there."""
+        real = os.path.realpath(path)
+        root = str(self.root)
+        how = "is a link to" if linked and os.path.islink(path) else "is reached through a link, leading to"
+        if not real.startswith(root + os.sep):
+            raise BadFile(path, f"{how} {real}, outside the vault: Sentient does not read it (it is not indexed, "
+                                "searched, served or shown to the model)",
+                          "Put the file itself in the vault in place of the link, or remove the link")
+        hidden = next((part for part in real[len(root) + 1:].split(os.sep) if part.startswith(".")), None)
+        if hidden is not None:
+            raise BadFile(path, f"{how} {real}, inside {hidden}/, which Sentient never reads as a document "
+                                "(it holds Sentient's state or another tool's)",
+                          "Remove the link")
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            return
+        _check_plain(path, mode)
 
     def max_bytes(self, kind_name: str) -> int:
         """The largest file of this kind the vault reads (and so writes)."""
@@ -473,6 +585,7 @@ class Vault:
         if kind_name == "session" and month is None:
             month = moment.strftime("%Y-%m")
         path = default_path(self.root, kind_name, key, month)
+        self._check_writable_folder(path)
         fields = kind(kind_name).fields
         names = [f.name for f in fields]
         initial: dict[str, Any] = {}
@@ -554,6 +667,32 @@ def _check_characters(document: Document) -> None:
                     "UTF-16 pair, which is no character and cannot be written as UTF-8; nothing was written. "
                     "Replace it with the character it stood for (or remove it) and send it again"
                 ) from None
+
+
+def _a_file(path: Path) -> bool:
+    """A file there (a pipe or device too, which Vault.read then refuses by name without
+    opening it), not a folder or a link to nothing."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+SPECIAL_FIX = "Remove it, or move it out of the vault's folders (a note is a plain file)"
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of this mode is when it is no plain file or folder (a pipe, a device...)."""
+    return next((name for test, name in _SPECIAL if test(mode)), None)
+
+
+def _check_plain(path: Path, mode: int) -> None:
+    """BadFile for a named pipe, socket or device: never opened (a pipe would wait for a writer)."""
+    special = special_kind(mode)
+    if special is not None:
+        raise BadFile(path, f"is {special}, not a file: Sentient never opens it", SPECIAL_FIX)
 
 
 _SUBFOLDERS: dict[str, tuple[int, list[str]]] = {}  # folder -> (its mtime_ns, its subfolders then)
