@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -238,19 +239,28 @@ def _tree(root: int) -> dict[int, int]:
     return tree
 
 
+def kill_tree(pid: int, *, below: bool = True) -> None:
+    """Kill the process `pid`, its process group, and with `below` every process below it. Those
+    are found before anything is killed (a process whose parent dies is handed to another parent
+    and is no longer below it), and stopped first, so none can start another meanwhile. With
+    bwrap, killing bwrap ends its PID namespace and all in it."""
+    tree = list(_tree(pid)) if below else []
+    for _ in range(2 if below else 0):  # stopped: they cannot start more; look again for any just started
+        for member in tree:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(member, signal.SIGSTOP)
+        tree = list(dict.fromkeys([*tree, *_tree(pid)]))
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # its own group: started with start_new_session
+    for member in tree:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+
+
 def _stop(process: subprocess.Popen[bytes], *, below: bool) -> None:
-    """Kill the script's process group, and with `below` every process below it (only while
-    the script is not yet reaped: its pid is still its own). With bwrap, killing bwrap ends
-    its PID namespace and all in it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # its own group: started with start_new_session
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in _tree(process.pid) if below else ():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    """Kill the script's processes (kill_tree), only while the script is not yet reaped: its pid
+    is still its own."""
+    kill_tree(process.pid, below=below)
 
 
 def _supervise(process: subprocess.Popen[bytes], time_limit: float, memory: int) -> str:
