@@ -171,6 +171,19 @@ def _stat(path: Path | None) -> tuple[int, int] | None:
     return found.st_mtime_ns, found.st_size
 
 
+def with_current_patterns(settings: Settings) -> Settings:
+    """`settings` with the threat patterns as the vault's files have them now, which is what a
+    running server judges with (VaultPatterns): for a process it starts with the settings it
+    read at its own start. When the files do not load, the patterns given stay."""
+    try:
+        threats = load_settings(settings.vault, {}).threats
+    except SentientError as error:
+        log.warning("%s does not load, so the threat patterns %s started with judge: %s", CONFIG_FILE, "serve",
+                    error)
+        return settings
+    return settings.model_copy(update={"threats": threats})
+
+
 def open_workspace(settings: Settings, patterns: PatternSet | None = None, index_path: Path | None = None) -> Workspace:
     """The vault with its index and judge. `patterns`: the set to judge with, already loaded
     (the vault's; or doctor's shipped set when the vault's do not load). `index_path`: an index

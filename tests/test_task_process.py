@@ -38,6 +38,7 @@ class Model:
     for `gate` (set: answer at once), then ask memory_recall once and answer."""
 
     def __init__(self) -> None:
+        self.first: tuple[str, dict[str, Any]] = ("memory_recall", {"query": "ledger"})  # a run's first call
         self.requests: list[tuple[dict[str, Any], str]] = []
         self.gate = threading.Event()
         self.gate.set()
@@ -60,7 +61,7 @@ class Model:
                     if not any(m.get("role") == "tool" for m in body["messages"]):
                         message = {"role": "assistant", "content": None, "tool_calls": [
                             {"id": "call-1", "type": "function",
-                             "function": {"name": "memory_recall", "arguments": json.dumps({"query": "ledger"})}}]}
+                             "function": {"name": model.first[0], "arguments": json.dumps(model.first[1])}}]}
                     else:
                         message["content"] = ANSWER
                 reply = {"id": "c", "object": "chat.completion", "created": 0, "model": "digest",
@@ -112,6 +113,16 @@ def run_processes() -> list[int]:
             continue
         if parent == os.getpid() and b"sentient.tasks.child" in command:
             found.append(int(entry.name))
+    return found
+
+
+def running(mark: str) -> list[int]:
+    """Pids of processes whose command line holds `mark`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with suppress(OSError):
+            if entry.name.isdigit() and mark.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
     return found
 
 
@@ -194,16 +205,48 @@ def test_sentient_stopping_stops_a_run_in_its_own_process_and_records_it(
     assert "status: cancelled" in text and "Sentient stopped while it was in a model call" in text
 
 
-def test_a_run_past_its_timeout_is_stopped_from_outside(vault: Path, model: tuple[Model, str]) -> None:
+def test_a_run_past_its_timeout_is_stopped_from_outside_with_the_script_it_started(
+    vault: Path, model: tuple[Model, str]
+) -> None:
     served, base = model
-    served.gate.clear()  # its model call never comes back
+    seconds = f"30{os.getpid() % 1000:03d}.7"  # this test's sleep
+    mark = f"sleep\0{seconds}"
+    served.first = ("execute_code", {"code": f"import subprocess\nsubprocess.run(['sleep', '{seconds}'])"})
+    configure(vault, scripts={"time_limit": 600, "sandbox": "none"})  # bwrap would die with the run's process
     with server_on(vault, base, timeout=1) as server, server.http() as http:
         run = start(http)
+        eventually(lambda: running(mark), "the run's script started", SLOW)
         shown = eventually(ended(http, run), "the run ended", SLOW)
         assert shown["status"] == "failed", shown
         assert "timed out" in shown["log"][-1] and "its process was stopped" in shown["log"][-1]
         eventually(lambda: not run_processes(), "the run's process ended")
+        eventually(lambda: not running(mark), "the run's script ended with it")
         assert start_again(http) != run
+
+
+def test_a_run_reads_with_the_patterns_the_files_have_now(vault: Path, model: tuple[Model, str]) -> None:
+    """A pattern added to sentient.yaml while serve runs judges a run's notepad, in its process too."""
+    served, base = model
+    with server_on(vault, base) as server, server.http() as http:
+        configure(vault, threats={"patterns": [{"id": "override-interview", "class": "override", "description": "x",
+                                                "regex": r"\binterview script ready\b"}]})
+        shown = eventually(ended(http, start(http)), "the run ended", SLOW)
+    assert shown["status"] == "succeeded", shown
+    assert any("notepad is withheld" in line for line in shown["log"]), shown["log"]
+    assert all("interview script ready" not in json.dumps(body) for body in served.task_calls())
+
+
+def test_a_run_apart_does_not_import_from_the_servers_working_folder(
+    vault: Path, model: tuple[Model, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trap = tmp_path / "trap" / "sentient" / "tasks"
+    trap.mkdir(parents=True)
+    (trap.parent / "__init__.py").write_text("raise SystemExit(7)\n")
+    monkeypatch.chdir(trap.parent.parent)
+    served, base = model
+    with server_on(vault, base) as server, server.http() as http:
+        shown = eventually(ended(http, start(http)), "the run ended", SLOW)
+    assert shown["status"] == "succeeded", shown
 
 
 def test_a_run_whose_process_dies_is_failed_and_frees_its_task(vault: Path, model: tuple[Model, str]) -> None:
@@ -231,4 +274,8 @@ def test_only_a_model_that_lives_in_this_process_keeps_a_run_here(vault: Path, s
     assert llm(SCRIPTED).in_this_process("chat")  # a provider registered in this process
     assert not llm("openai/gpt-4o-mini").in_this_process("chat")
     assert not llm("ollama_chat/qwen3:8b").in_this_process("chat")
+    configure(vault, model="openai/gpt-4o-mini", models={"helper": {"model": "local"}})  # a run may delegate to it
+    mixed = LLM(load_settings(vault, {}), {})
+    assert mixed.in_this_process("chat", "helper", "extraction")
+    assert not mixed.in_this_process("chat")
 

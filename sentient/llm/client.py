@@ -12,6 +12,7 @@ LLMErrors; reply.py and stream.py read its responses.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -111,16 +112,26 @@ class LLM:
             return Endpoint(self._local_models().litellm_model(model))
         return Endpoint(model, config.api_base, api_key)
 
-    def in_this_process(self, role: str) -> bool:
-        """Can `role`'s model be reached only from this process? The embedded model (its server
-        is this process's child, spoken to over a pipe), a model a resolver maps, and one whose
-        litellm provider is registered in this process (a custom handler) can; a model reached
-        over the network (a provider's API, a server on this machine) can be reached from any."""
-        model = self.model_name(role)
-        if is_local(model) or (self._resolver is not None and self._resolver(model) is not None):
-            return True
-        provider = model.split("/", 1)[0] if "/" in model else ""
-        return any(item.get("provider") == provider for item in _litellm().custom_provider_map or ())
+    def in_this_process(self, *roles: str) -> bool:
+        """Can the model of one of `roles` be reached only from this process? The embedded model
+        (its server is this process's child, spoken to over a pipe), a model a resolver maps, and
+        one whose litellm provider is registered in this process (a custom handler) can; a model
+        reached over the network (a provider's API, a server on this machine) can be reached from
+        any. (litellm not imported yet: no provider is registered.)"""
+        litellm = sys.modules.get("litellm")
+        registered = {item.get("provider") for item in getattr(litellm, "custom_provider_map", None) or ()}
+        for role in roles:
+            model = self.model_name(role)
+            if is_local(model) or (self._resolver is not None and self._resolver(model) is not None):
+                return True
+            if "/" in model and model.split("/", 1)[0] in registered:
+                return True
+        return False
+
+    def prepare(self) -> None:
+        """Import the model client now (in a process that is about to call a model), not in its
+        first call."""
+        _litellm()
 
     def _local_models(self) -> LocalModels:
         with self._local_lock:

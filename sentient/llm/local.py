@@ -95,7 +95,7 @@ class EmbeddedServer:
     def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None) -> None:
         self.path = path
         self.settings = settings
-        self.command = command or [sys.executable, "-m", "sentient.llm.embedded"]
+        self.command = command or [sys.executable, "-P", "-m", "sentient.llm.embedded"]  # -P: not from the cwd
         self.process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._address: str | None = None

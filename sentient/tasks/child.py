@@ -25,12 +25,13 @@ import sys
 from collections.abc import Mapping
 from types import FrameType
 
+from sentient.agent.sandbox import kill_tree
 from sentient.agent.turn import Agent, open_agent
 from sentient.config import Settings
 from sentient.tasks.executor import Started, execute
 from sentient.tasks.runs import RunLock, log_line, write_run
 from sentient.vault.store import iso
-from sentient.workspace import open_workspace
+from sentient.workspace import open_workspace, with_current_patterns
 
 log = logging.getLogger(__name__)
 GRACE = 10.0  # seconds past tasks.timeout (counted from the process's start) before the parent stops
@@ -42,7 +43,7 @@ def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subproc
     """Start the process of a begun run; it reads what to do from its standard input (`wait`)."""
     fd = started.lock.fileno()
     return subprocess.Popen(
-        [sys.executable, "-m", "sentient.tasks.child"],
+        [sys.executable, "-P", "-m", "sentient.tasks.child"],  # -P: not from serve's working folder
         stdin=subprocess.PIPE,
         env={**os.environ, **environ},
         pass_fds=(fd,) if fd is not None else (),
@@ -59,26 +60,29 @@ def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> st
     try:
         process.communicate(json.dumps(payload).encode(), timeout=limit + GRACE)
     except subprocess.TimeoutExpired:
-        process.kill()
+        kill_tree(process.pid)  # with what it started (a script)
         process.wait()
         why = f"it timed out, running longer than tasks.timeout ({limit:g} s), and its process was stopped"
     except (BrokenPipeError, ConnectionResetError):  # it ended before reading its run
         process.wait()
     vault = agent.workspace.vault
     try:
-        status = str(vault.get("run", started.key).meta.get("status", ""))
+        meta = vault.get("run", started.key).meta
     except Exception as exc:  # its file gone or unreadable: nothing to record it in
         log.warning("run %s: its file cannot be read after its process ended: %s", started.key, exc)
         return "failed"
+    status = str(meta.get("status", ""))
     if status in ENDED:
         return status
-    if started.stopping is not None:
+    if started.stopping is not None and not meta.get("started"):
+        status, why = "cancelled", "Sentient stopped before it ran"
+    elif started.stopping is not None:
         status, why = "cancelled", "Sentient stopped while it was in a model call, and stopped its process"
     else:
         status, why = "failed", why or f"its process ended (exit code {process.returncode}) before the run did"
     now = agent.clock()
-    meta = {"status": status, "finished": iso(now), "summary": f"{status.capitalize()}: {why}"}
-    write_run(vault, started.key, log_line(now, f"{status}: {why}"), meta=meta)
+    write_run(vault, started.key, log_line(now, f"{status}: {why}"),
+              meta={"status": status, "finished": iso(now), "summary": f"{status.capitalize()}: {why}"})
     return status
 
 
@@ -87,9 +91,10 @@ def main() -> int:
     payload = json.loads(sys.stdin.buffer.read())
     task, run = str(payload["task"]), str(payload["run"])
     logging.basicConfig(level=logging.WARNING, format=f"task {task} run {run}: %(levelname)s %(name)s: %(message)s")
-    settings = Settings.handed_over(payload["settings"])
+    settings = with_current_patterns(Settings.handed_over(payload["settings"]))
     workspace = open_workspace(settings)
     agent = open_agent(workspace, os.environ)
+    agent.llm.prepare()  # before the run's clock starts
     lock = RunLock.inherited(workspace.vault, task, int(payload["lock"]))
     started = Started(task, run, str(payload["trigger"]), lock, payload.get("note"))
 

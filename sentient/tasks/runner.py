@@ -17,12 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from sentient.agent.sandbox import kill_tree
 from sentient.agent.turn import Agent
-from sentient.errors import SentientError
 from sentient.tasks import child
 from sentient.tasks.executor import Started, begin_run, execute
 from sentient.tasks.runs import log_line, mark_cut_off, request_cancel, write_run
-from sentient.tasks.spec import task_spec
+from sentient.tasks.spec import ROLES
 from sentient.vault.store import iso
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class Runner:
         with self._guard:
             late = [started.process for started in self._going.values() if started.process is not None]
         for process in late:  # still in a model call: stopped now, and its worker records that
-            process.kill()
+            kill_tree(process.pid)
         deadline = time.monotonic() + 2.0
         for worker in self._workers if late else ():
             worker.join(max(0.0, deadline - time.monotonic()))
@@ -157,7 +157,7 @@ class Runner:
             if started is None:
                 return
             try:
-                if self._runs_apart(started):
+                if self._runs_apart():
                     self._execute_apart(started)
                 else:
                     execute(self.agent, started)
@@ -166,15 +166,10 @@ class Runner:
             finally:
                 self._ended(started)
 
-    def _runs_apart(self, started: Started) -> bool:
-        if not self.apart:
-            return False
-        agent = self.agent
-        try:
-            spec = task_spec(agent.workspace.vault.get("task", started.task), agent.settings, agent.registry.names())
-        except SentientError:
-            return False  # execute records why it cannot run
-        return not agent.llm.in_this_process(spec.role)
+    def _runs_apart(self) -> bool:
+        """Runs go apart unless a model they may use (their role's, or a helper's or a summary's
+        they ask for) lives only in this process."""
+        return self.apart and not self.agent.llm.in_this_process(*ROLES)
 
     def _execute_apart(self, started: Started) -> None:
         failed = None
