@@ -47,7 +47,9 @@ def test_a_terminal_chat_as_a_caller_with_a_persona_keeps_their_facts(vault: Pat
 def test_chat_refuses_an_unknown_persona_naming_the_known_ones(vault: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = sentient(capsys, "chat", "--user", "maya", "--persona", "nobody")
     assert code == 2
-    assert "no persona 'nobody'" in err and "coach, companion" in err
+    assert "--persona: there is no persona 'nobody'" in err and "coach, companion" in err
+    code, _, err = sentient(capsys, "chat", "--user", "Maya R", "--persona", "companion")
+    assert code == 2 and "--user 'Maya R' is not allowed" in err
 
 
 def test_people_list_show_and_forget(vault: Path, scripted: Scripted, capsys: pytest.CaptureFixture[str]) -> None:

@@ -245,14 +245,16 @@ class Agent:
         self.workspace.vault.create("session", key, meta)
         return key
 
-    def check_caller(self, user: str | None, persona: str | None) -> dict[str, str]:
+    def check_caller(self, user: str | None, persona: str | None,
+                     names: tuple[str, str] = ("user_id", "character_id")) -> dict[str, str]:
         """{"user", "persona"} as a session keeps them; InvalidId for an id that cannot name a
-        file, UnknownPersona (404, naming the known ones) for a persona the vault lacks."""
+        file, UnknownPersona (404, naming the known ones) for a persona the vault lacks. `names`:
+        what the caller calls the two (the API's fields, the CLI's --user and --persona)."""
         caller: dict[str, str] = {}
         if user is not None:
-            caller["user"] = check_id(user, "user_id")
+            caller["user"] = check_id(user, names[0])
         if persona is not None:
-            caller["persona"] = get_persona(self.workspace, persona).id
+            caller["persona"] = get_persona(self.workspace, persona, names[1]).id
         return caller
 
     def check_session_caller(self, key: str, user: str | None, persona: str | None) -> None:
