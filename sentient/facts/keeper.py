@@ -31,8 +31,8 @@ from typing import Any
 from sentient.config import FactSettings
 from sentient.errors import AlreadyExists, Conflict, NotFound, SentientError
 from sentient.facts.callers import sessions_of
-from sentient.facts.extract import Refused, Turn, changed, merged_body, prompt, validate
-from sentient.facts.sets import FactReader, FactSet, Told, read_set
+from sentient.facts.extract import Refused, Turn, changed, merged_body, prompt, reply_format, reply_tokens, validate
+from sentient.facts.sets import FactReader, FactSet, ShownFact, Told, read_set
 from sentient.llm import LLM
 from sentient.prompts import Prompts
 from sentient.vault import transcript
@@ -212,7 +212,7 @@ class FactKeeper:
             return self._outcome(key, "nothing-new", "no turn left unread")
         text = prompt(self.prompts, current.visible, turns, self.settings)
         try:
-            reply = self._ask(text)
+            reply = self._ask(text, current.visible, turns)
             facts = validate(reply, current.visible, self.settings, self._flagged)
         except Refused as exc:
             return self._outcome(key, "refused", exc.message)
@@ -234,16 +234,21 @@ class FactKeeper:
         self._mark_read(marks)
         return self._outcome(key, "written", f"{len(facts)} facts, from {len(turns)} messages")
 
-    def _ask(self, text: str) -> str:
+    def _ask(self, text: str, shown: list[ShownFact], turns: list[Turn]) -> str:
         """The extraction model's answer, or Refused when it takes longer than facts.timeout
-        (the call is left to end on its own; its answer is dropped)."""
+        (the call is left to end on its own; its answer is dropped). It is asked for JSON of the
+        reply's shape, with room for a whole set, at temperature 0 (it copies what it keeps; a
+        provider that takes none of these drops them)."""
+        params = {"response_format": reply_format(self.settings, len(shown)),
+                  "max_tokens": reply_tokens(self.settings, shown, turns),
+                  "temperature": 0, "drop_params": True}
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def call() -> None:
             try:
                 box["reply"] = self.llm.complete("extraction", [{"role": "user", "content": text}], None,
-                                                 timeout=self.settings.timeout).text
+                                                 timeout=self.settings.timeout, params=params).text
             except BaseException as exc:  # handed to the waiting thread
                 box["error"] = exc
             finally:

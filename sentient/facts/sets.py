@@ -10,6 +10,7 @@ are the person's own and are never told.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -47,6 +48,11 @@ class ShownFact:
     @property
     def shown_sentence(self) -> str:
         return quoted_line(self.sentence)
+
+    @property
+    def shown_json(self) -> str:
+        """The fact as the extraction's reply writes one, quoted: {"category": ..., "text": ...}."""
+        return json.dumps({"category": self.shown_category, "text": self.shown_sentence}, ensure_ascii=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"category": self.category, "text": self.sentence, "withheld": self.withheld,
