@@ -18,6 +18,7 @@ from sentient.agent.turn import Agent, SessionMismatch
 from sentient.errors import InvalidId
 from sentient.facts import FactKeeper
 from sentient.personas import UnknownPersona
+from sentient.vault.store import Vault
 from tests.agent_support import agent_on, configure
 from tests.scripted import Scripted, ScriptedReply, text
 
@@ -173,6 +174,41 @@ def test_extraction_runs_on_every_nth_turn_and_not_the_others(agent: Agent, scri
         assert "She is vegetarian." in (vault / FACTS_FILE).read_text()
     finally:
         agent.close()
+
+
+def test_an_extraction_writes_no_session_file_beside_the_turns(vault: Path, scripted: Scripted) -> None:
+    """What it read is marked by the session's next turn (the turn never waits for a worker's
+    write under the session file's lock), and by the stop for a session with no next turn."""
+    agent = agent_on(vault)
+    try:
+        read = threading.Event()
+
+        def after_the_read(request: dict[str, Any]) -> ScriptedReply:
+            read.wait(5)
+            return text(reply(*shown_facts(), ("food", "She is vegetarian.")))
+
+        session = chat_turns(agent, scripted, 1)
+        scripted.queue(text("ok"), after_the_read)
+        agent.turn("I am vegetarian, did I say?", session=session)  # the 2nd turn schedules an extraction
+        path = agent.workspace.vault.locate("session", session)
+        assert path is not None
+        answered = path.read_bytes()
+        read.set()
+        assert keeper(agent).wait(5) and keeper(agent).outcomes["maya/companion"].status == "written"
+        assert path.read_bytes() == answered, "the extraction wrote the session file"
+        scripted.queue(text("ok"))
+        agent.turn("Still vegetarian.", session=session)
+        assert agent.workspace.vault.get("session", session).meta["facts_read"] == 2  # the turn wrote the mark
+        assert keeper(agent).wait(5) and len(extractions(scripted)) == 1  # 1 unread turn: none scheduled
+        scripted.queue(text("ok"), reply(*shown_facts(), ("food", "She is vegetarian.")))
+        agent.turn("Bye.", session=session)  # the 2nd unread turn: an extraction, and the caller hangs up
+        assert keeper(agent).wait(5) and len(extractions(scripted)) == 2
+        assert "I am vegetarian." not in extractions(scripted)[1]["messages"][0]["content"]  # read before
+        assert "Still vegetarian." in extractions(scripted)[1]["messages"][0]["content"]
+        assert agent.workspace.vault.get("session", session).meta["facts_read"] == 2
+    finally:
+        agent.close()
+    assert Vault(vault).get("session", session).meta["facts_read"] == 4  # written at the stop
 
 
 @pytest.mark.parametrize("turn_of", ["incognito", "api without allow_memory", "memory absent"])

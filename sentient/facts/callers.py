@@ -30,11 +30,14 @@ class SessionRef:
         return {"id": self.key, "persona": self.persona, "path": self.path, "title": self.title}
 
 
-def sessions_of(workspace: Workspace, user: str) -> list[SessionRef]:
-    """Every stored session of the caller `user`, oldest first."""
+def sessions_of(workspace: Workspace, user: str, *, sync: bool = True) -> list[SessionRef]:
+    """Every stored session of the caller `user`, oldest first. `sync=False`: as the index has
+    them now (kept current by the watcher, or by the turn's own sync without one), without the
+    walk of the whole vault a sync takes."""
     index = workspace.index
     try:
-        index.sync()
+        if sync:
+            index.sync()
         rows = index.sessions_of(user)
     except IndexUnavailable:  # the files are the truth: read them all
         return [SessionRef(d.key, d.path.relative_to(workspace.vault.root).as_posix(),

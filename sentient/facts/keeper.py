@@ -43,6 +43,17 @@ from sentient.workspace import Workspace
 log = logging.getLogger(__name__)
 WORKERS = 2
 JOBS = "facts"  # the folder of scheduled jobs in .sentient/
+READ_AT = 4096  # sessions whose file state is remembered as read whole (then forgotten, and read again)
+
+
+@dataclass(frozen=True)
+class SessionRead:
+    """What an extraction reads of one session: its person's messages read before, and now
+    (in the session's file as it was: its state)."""
+
+    before: int
+    now: int
+    state: tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,12 @@ class Outcome:
     status: str  # written, unchanged, nothing-new, refused, failed, conflict, stopped
     detail: str
     at: str
+
+
+def _state(path: Path) -> tuple[int, int, int]:
+    """A file's (mtime_ns, size, inode): it changed when this did."""
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
 
 
 def facts_read(meta: Mapping[str, Any]) -> int:
@@ -75,12 +92,37 @@ class FactKeeper:
         self._cond = threading.Condition()
         self._workers: list[threading.Thread] = []
         self._closed = threading.Event()
+        self._read_at: dict[str, tuple[int, int, int]] = {}  # session -> its file's state when all of it was read
+        self._jobs_lock = threading.Lock()  # the job files in .sentient/facts/
+        # session -> how many of its person's messages extractions have read, not yet in its file:
+        # the session's next turn writes it (see read_mark); close() writes what is left
+        self._unmarked: dict[str, int] = {}
 
     # --- the turn's side ------------------------------------------------------------------
 
     def told(self, user: str, persona: str) -> Told | None:
         """The facts message for a turn of `user` with `persona`; None when there is none."""
         return self.reader.told(user, persona)
+
+    def read_count(self, session: str, meta: Mapping[str, Any]) -> int:
+        """How many of the session's person's messages extractions have read: its `facts_read`,
+        or more when an extraction read further since (written with the session's next turn)."""
+        with self._cond:
+            unmarked = self._unmarked.get(session, 0)
+        return max(facts_read(meta), unmarked)
+
+    def read_mark(self, session: str, meta: Mapping[str, Any]) -> dict[str, int]:
+        """The `facts_read` a turn of the session writes with its first write, or {}. An
+        extraction never writes a session file while turns go on (the turn would wait for
+        that write, under the file's lock); the turn's own write carries the mark."""
+        count = self.read_count(session, meta)
+        return {"facts_read": count} if count > facts_read(meta) else {}
+
+    def marked(self, session: str, count: int) -> None:
+        """The session's file now says `facts_read: count`."""
+        with self._cond:
+            if self._unmarked.get(session, 0) <= count:
+                self._unmarked.pop(session, None)
 
     def turn_taken(self, user: str, persona: str, session: str, before: int, after: int) -> bool:
         """A turn of `session` was answered; `before`/`after`: its person's messages not read by an
@@ -104,14 +146,16 @@ class FactKeeper:
     def schedule(self, user: str, persona: str, sessions: set[str]) -> None:
         """Queue an extraction for (user, persona) (one per key: a second joins the queued one)."""
         key = check_key("people", f"{user}/{persona}")
-        with self._cond:
+        with self._cond:  # held by a worker only to take a job or end one: no file is read or written under it
             if self._closed.is_set():
                 return
             queued = key in self._pending
             self._pending.setdefault(key, set()).update(sessions)
-            self._save_job(key, self._pending[key])
+            kept = set(self._pending[key])
             if not queued:
                 self._queue.put(key)
+        with self._jobs_lock:
+            self._save_job(key, kept)
         self.start()
 
     def _save_job(self, key: str, sessions: set[str]) -> None:
@@ -156,6 +200,11 @@ class FactKeeper:
                 self._workers.append(worker)
                 worker.start()
 
+    def busy(self) -> int:
+        """How many (user, persona) have an extraction queued or running."""
+        with self._cond:
+            return len(self._pending.keys() | self._running.keys())
+
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait until no extraction is queued or running; True when none is."""
         with self._cond:
@@ -163,7 +212,8 @@ class FactKeeper:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop: queued jobs keep their files (run at the next start); an extraction still
-        waiting for its model is left to end on its own and writes nothing."""
+        waiting for its model is left to end on its own and writes nothing; the sessions' read
+        marks only this process knew are written."""
         self._closed.set()
         with self._cond:
             workers, self._workers = self._workers, []
@@ -171,6 +221,7 @@ class FactKeeper:
             self._queue.put(None)
         for worker in workers:
             worker.join(timeout)
+        self.write_marks()
 
     def _work(self) -> None:
         while True:
@@ -186,12 +237,14 @@ class FactKeeper:
                 log.exception("facts about %s: the extraction failed", key)
                 outcome = self._outcome(key, "failed", f"{type(exc).__name__}: {exc}")
             finally:
+                if outcome.status != "stopped":
+                    with self._jobs_lock, self._cond:  # a job scheduled again meanwhile keeps its file
+                        if key not in self._pending:
+                            self._drop_job(key)
                 with self._cond:
                     self._running[key] -= 1
                     if self._running[key] <= 0:
                         del self._running[key]
-                    if outcome.status != "stopped" and key not in self._pending:
-                        self._drop_job(key)
                     self._cond.notify_all()
 
     # --- one extraction -----------------------------------------------------------------
@@ -264,11 +317,11 @@ class FactKeeper:
     def _flagged(self, text: str) -> tuple[str, ...]:
         return self.workspace.judge.judge(text).patterns
 
-    def _write(self, current: FactSet, facts: list[Any], marks: dict[str, tuple[int, int]], untrusted: bool) -> None:
+    def _write(self, current: FactSet, facts: list[Any], marks: dict[str, SessionRead], untrusted: bool) -> None:
         """One atomic write, conditional on the set being as it was read."""
         vault = self.workspace.vault
         key = f"{current.user}/{current.persona}"
-        seen = current.turns_seen + sum(after - before for before, after in marks.values())
+        seen = current.turns_seen + sum(read.now - read.before for read in marks.values())
         meta: dict[str, Any] = {"user": current.user, "persona": current.persona, "turns_seen": seen}
         if untrusted:
             meta["untrusted"] = True
@@ -279,35 +332,41 @@ class FactKeeper:
         vault.update("people", key, meta, body, expected_revision=current.revision)
 
     def _unread(self, user: str, persona: str,
-                sessions: set[str]) -> tuple[list[Turn], dict[str, tuple[int, int]], bool]:
+                sessions: set[str]) -> tuple[list[Turn], dict[str, SessionRead], bool]:
         """The turns of the caller's sessions with the persona an extraction has not read (the
         newest within facts.read_chars), each session's (read before, person's messages now),
         and whether any of them read outside content."""
         vault = self.workspace.vault
-        keys = set(sessions)
-        with suppress(SentientError):
-            keys |= {ref.key for ref in sessions_of(self.workspace, user) if ref.persona == persona}
+        paths: dict[str, Path | None] = dict.fromkeys(sessions)
+        with suppress(SentientError):  # not synced: a sync walks the whole vault, beside the turns
+            paths.update((ref.key, vault.root / ref.path) for ref in sessions_of(self.workspace, user, sync=False)
+                         if ref.persona == persona and ref.key not in paths)
         found: list[tuple[str, list[Turn]]] = []
-        marks: dict[str, tuple[int, int]] = {}
+        marks: dict[str, SessionRead] = {}
         untrusted = False
-        for key in keys:
+        for key, path in paths.items():
             try:
-                document = vault.get("session", key)
-            except (NotFound, SentientError):
+                path = path if path is not None and path.is_file() else vault.locate("session", key)
+                state = _state(path) if path is not None else None
+                if path is None or state is None or self._read_at.get(key) == state:
+                    continue  # gone, or unchanged since an extraction read all of it
+                document = vault.read("session", key, path)
+            except (OSError, SentientError):
                 continue
             meta = document.meta
             if meta.get("user") != user or meta.get("persona") != persona:
                 continue
-            read = facts_read(meta)
+            read = self.read_count(key, meta)
             said = [m for m in transcript.parse(document.body).messages
                     if m.role in ("user", "assistant") and m.text.strip()]
             persons = [n for n, m in enumerate(said) if m.role == "user"]
             if len(persons) <= read:
+                self._remember_read(key, state)
                 continue
             start = persons[read]
             turns = [Turn(m.role, m.text) for m in said[start:]]
             found.append((str(meta.get("created") or ""), turns))
-            marks[key] = (read, len(persons))
+            marks[key] = SessionRead(read, len(persons), state)
             untrusted = untrusted or meta.get("untrusted") is True
         ordered = [turn for _, turns in sorted(found, key=lambda item: item[0]) for turn in turns]
         kept: list[Turn] = []
@@ -319,16 +378,38 @@ class FactKeeper:
             kept.append(turn)
         return list(reversed(kept)), marks, untrusted
 
-    def _mark_read(self, marks: dict[str, tuple[int, int]]) -> None:
-        for key, (_, count) in marks.items():
+    def _mark_read(self, marks: dict[str, SessionRead]) -> None:
+        """The sessions' turns are read: noted here (no session file is written beside the turns;
+        each session's next turn writes its mark, close() the rest), and a session read whole
+        in the state it had is not read again until it changes."""
+        for key, read in marks.items():
+            with self._cond:
+                if read.now > self._unmarked.get(key, 0):
+                    self._unmarked[key] = read.now
+            self._remember_read(key, read.state)
+
+    def write_marks(self) -> None:
+        """Write each session's `facts_read` that only this process knows yet (at its stop)."""
+        with self._cond:
+            unmarked, self._unmarked = self._unmarked, {}
+        for key, count in unmarked.items():
             def mark(document: Any, count: int = count) -> Any:
                 return document.replace({"facts_read": max(count, facts_read(document.meta))})
 
             try:
                 self.workspace.vault.update("session", key, transform=mark, touch=False)
+            except NotFound:
+                continue  # forgotten meanwhile
             except SentientError as exc:
                 log.warning("session %s: its turns read by the fact extraction were not marked read (%s); "
                             "they will be read again", key, exc.message)
+
+    def _remember_read(self, session: str, state: tuple[int, int, int]) -> None:
+        """The session's file, in this state, holds no turn an extraction has not read."""
+        with self._cond:
+            if len(self._read_at) > READ_AT:
+                self._read_at.clear()
+            self._read_at[session] = state
 
     def _outcome(self, key: str, status: str, detail: str) -> Outcome:
         outcome = Outcome(key, status, detail, iso(self.clock()))
