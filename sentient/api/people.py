@@ -39,6 +39,10 @@ def show_caller(user: str, workspace: WorkspaceDep, agent: AgentDep) -> dict[str
 def forget_caller(
     user: str,
     workspace: WorkspaceDep,
+    agent: AgentDep,
     character_id: Annotated[str | None, Query(description="forget only what is held with this persona")] = None,
 ) -> dict[str, Any]:
-    return forget(workspace, user, character_id)
+    done = forget(workspace, user, character_id)
+    if agent.facts is not None:
+        agent.facts.forgotten(user, done["personas"], done["sessions"])
+    return done

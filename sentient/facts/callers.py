@@ -53,12 +53,23 @@ def personas_with_facts(workspace: Workspace, user: str) -> list[str]:
 
 
 def callers(workspace: Workspace) -> list[dict[str, Any]]:
-    """Every caller with a fact file: their id and the personas that have one."""
+    """Every caller anything is held about (a fact file, or a session naming them): their id,
+    the personas that have a fact file about them, and how many sessions of theirs there are."""
     held: dict[str, list[str]] = {}
     for found in workspace.vault.walk({"people"}):
         user, persona = found.key.split("/")
         held.setdefault(user, []).append(persona)
-    return [{"user": user, "personas": sorted(personas)} for user, personas in sorted(held.items())]
+    sessions: dict[str, int] = {}
+    try:
+        workspace.index.sync()
+        named = workspace.index.session_users()
+    except IndexUnavailable:  # the files are the truth: read them all
+        named = [str(d.meta["user"]) for d in workspace.vault.documents("session")
+                 if isinstance(d.meta.get("user"), str)]
+    for user in named:
+        sessions[user] = sessions.get(user, 0) + 1
+    return [{"user": user, "personas": sorted(held.get(user, [])), "sessions": sessions.get(user, 0)}
+            for user in sorted(held.keys() | sessions.keys())]
 
 
 def caller(workspace: Workspace, user: str) -> dict[str, Any]:
@@ -106,4 +117,5 @@ def forget(workspace: Workspace, user: str, persona: str | None = None) -> dict[
                 removed.append(vault.delete("session", session.key).relative_to(vault.root).as_posix())
     with suppress(OSError):
         os.rmdir(vault.root / "people" / user)  # only when empty
-    return {"user": user, "persona": persona, "removed": removed}
+    return {"user": user, "persona": persona, "removed": removed, "sessions": [s.key for s in sessions],
+            "personas": sorted({*personas, *(s.persona for s in sessions if s.persona)})}

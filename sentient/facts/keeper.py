@@ -54,6 +54,7 @@ class SessionRead:
     before: int
     now: int
     state: tuple[int, int, int]
+    created: str  # the session's `created`
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ def _state(path: Path) -> tuple[int, int, int]:
     """A file's (mtime_ns, size, inode): it changed when this did."""
     stat = os.stat(path)
     return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+def _created(meta: Mapping[str, Any]) -> str:
+    return str(meta.get("created") or "")
 
 
 def facts_read(meta: Mapping[str, Any]) -> int:
@@ -96,7 +101,8 @@ class FactKeeper:
         self._jobs_lock = threading.Lock()  # the job files in .sentient/facts/
         # session -> how many of its person's messages extractions have read, not yet in its file:
         # the session's next turn writes it (see read_mark); close() writes what is left
-        self._unmarked: dict[str, int] = {}
+        # (the session's `created`, so that a session deleted and made again under its key is another)
+        self._unmarked: dict[str, tuple[int, str]] = {}
 
     # --- the turn's side ------------------------------------------------------------------
 
@@ -108,8 +114,8 @@ class FactKeeper:
         """How many of the session's person's messages extractions have read: its `facts_read`,
         or more when an extraction read further since (written with the session's next turn)."""
         with self._cond:
-            unmarked = self._unmarked.get(session, 0)
-        return max(facts_read(meta), unmarked)
+            unmarked, created = self._unmarked.get(session, (0, ""))
+        return max(facts_read(meta), unmarked if created == _created(meta) else 0)
 
     def read_mark(self, session: str, meta: Mapping[str, Any]) -> dict[str, int]:
         """The `facts_read` a turn of the session writes with its first write, or {}. An
@@ -121,8 +127,19 @@ class FactKeeper:
     def marked(self, session: str, count: int) -> None:
         """The session's file now says `facts_read: count`."""
         with self._cond:
-            if self._unmarked.get(session, 0) <= count:
+            if self._unmarked.get(session, (0, ""))[0] <= count:
                 self._unmarked.pop(session, None)
+
+    def forgotten(self, user: str, personas: list[str], sessions: list[str]) -> None:
+        """What is held about `user` with `personas` was deleted: forget what this process
+        remembers of it too (the sessions' read marks, and the last extractions' outcomes,
+        whose details can quote a fact)."""
+        with self._cond:
+            for session in sessions:
+                self._unmarked.pop(session, None)
+                self._read_at.pop(session, None)
+            for persona in personas:
+                self.outcomes.pop(f"{user}/{persona}", None)
 
     def turn_taken(self, user: str, persona: str, session: str, before: int, after: int) -> bool:
         """A turn of `session` was answered; `before`/`after`: its person's messages not read by an
@@ -366,7 +383,7 @@ class FactKeeper:
             start = persons[read]
             turns = [Turn(m.role, m.text) for m in said[start:]]
             found.append((str(meta.get("created") or ""), turns))
-            marks[key] = SessionRead(read, len(persons), state)
+            marks[key] = SessionRead(read, len(persons), state, _created(meta))
             untrusted = untrusted or meta.get("untrusted") is True
         ordered = [turn for _, turns in sorted(found, key=lambda item: item[0]) for turn in turns]
         kept: list[Turn] = []
@@ -384,16 +401,19 @@ class FactKeeper:
         in the state it had is not read again until it changes."""
         for key, read in marks.items():
             with self._cond:
-                if read.now > self._unmarked.get(key, 0):
-                    self._unmarked[key] = read.now
+                unmarked, created = self._unmarked.get(key, (0, ""))
+                if read.now > unmarked or created != read.created:
+                    self._unmarked[key] = (read.now, read.created)
             self._remember_read(key, read.state)
 
     def write_marks(self) -> None:
         """Write each session's `facts_read` that only this process knows yet (at its stop)."""
         with self._cond:
             unmarked, self._unmarked = self._unmarked, {}
-        for key, count in unmarked.items():
-            def mark(document: Any, count: int = count) -> Any:
+        for key, (count, created) in unmarked.items():
+            def mark(document: Any, count: int = count, created: str = created) -> Any:
+                if _created(document.meta) != created:  # another session under the same key now
+                    return document
                 return document.replace({"facts_read": max(count, facts_read(document.meta))})
 
             try:
