@@ -300,6 +300,16 @@ BAD_REPLIES = {
 }
 
 
+def test_a_new_fact_said_twice_is_written_once(agent: Agent, scripted: Scripted, vault: Path) -> None:
+    session = chat_turns(agent, scripted, 1)
+    scripted.queue(text("ok"), reply(*shown_facts(), ("food", "She is vegetarian."), ("Food", "she is  vegetarian."),
+                                     *[("item", f"Fact number {n}.") for n in range(35)]))  # 41, 40 once deduplicated
+    agent.turn("I am vegetarian.", session=session)
+    assert keeper(agent).wait(5) and keeper(agent).outcomes["maya/companion"].status == "written"
+    written = (vault / FACTS_FILE).read_text().lower()
+    assert written.count("vegetarian") == 1 and "fact number 34." in written
+
+
 @pytest.mark.parametrize("case", BAD_REPLIES)
 def test_a_reply_that_does_not_validate_leaves_the_file_byte_identical(
         agent: Agent, scripted: Scripted, vault: Path, case: str) -> None:
