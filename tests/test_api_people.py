@@ -202,6 +202,7 @@ def test_a_forgotten_callers_next_v1_session_is_read_afresh(client: TestClient, 
     v1("I'm vegetarian.")
     v1("And I hate early meetings.")  # the 2nd turn: an extraction reads both
     assert keeper.wait(5) and keeper.outcomes["maya/companion"].status == "written"
+    assert client.get("/api/people/maya").json()["last_extractions"]["companion"]["status"] == "written"
     assert client.delete("/api/people/maya", params={"character_id": "companion"}).status_code == 200
     assert "maya/companion" not in keeper.outcomes  # its detail could quote a fact
     scripted.queue(*[answer] * 3)
@@ -212,6 +213,9 @@ def test_a_forgotten_callers_next_v1_session_is_read_afresh(client: TestClient, 
     assert len(asked) == 2
     assert "I moved to Mysuru." in asked[1]["messages"][0]["content"]
     assert "vegetarian" not in asked[1]["messages"][0]["content"]
+    made = Vault(vault).get("people", "maya/companion").meta  # a new fact file, with all its frontmatter
+    assert (made["user"], made["persona"], made["turns_seen"]) == ("maya", "companion", 2)
+    assert str(made["revision"]).startswith("sha256:") and made["updated"]
 
 
 def session_path(vault: Path, key: str) -> str:
