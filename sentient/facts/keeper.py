@@ -255,8 +255,10 @@ class FactKeeper:
                 outcome = self._outcome(key, "failed", f"{type(exc).__name__}: {exc}")
             finally:
                 if outcome.status != "stopped":
-                    with self._jobs_lock, self._cond:  # a job scheduled again meanwhile keeps its file
-                        if key not in self._pending:
+                    with self._jobs_lock:  # a job scheduled again meanwhile keeps its file (saved after this)
+                        with self._cond:
+                            done = key not in self._pending
+                        if done:
                             self._drop_job(key)
                 with self._cond:
                     self._running[key] -= 1
