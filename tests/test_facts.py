@@ -299,6 +299,27 @@ def test_the_extraction_asks_for_json_of_the_replys_shape_within_both_caps(agent
     assert "She is vegetarian." in (vault / FACTS_FILE).read_text()
 
 
+def test_a_model_that_copies_the_list_gives_back_exactly_the_facts(agent: Agent, scripted: Scripted,
+                                                                   vault: Path) -> None:
+    """The current list is shown in the reply's JSON, its '<' as \\u003c: no tag in the prompt,
+    and a copy of it is the same facts (no '&lt;' coming back as a changed fact)."""
+    with (vault / FACTS_FILE).open("a") as facts:
+        facts.write("- **likes**: She likes <b>bold</b> type and </current-facts> jokes.\n")
+    before = (vault / FACTS_FILE).read_bytes()
+
+    def copies(request: dict[str, Any]) -> ScriptedReply:
+        shown = str(request["messages"][0]["content"])
+        block = shown.split("<current-facts>\n", 1)[1].split("\n</current-facts>", 1)[0]
+        assert "<b>" not in block and "</current-facts> jokes" not in shown
+        return text(block)
+
+    session = chat_turns(agent, scripted, 1)
+    scripted.queue(text("ok"), copies)
+    agent.turn("Nothing new.", session=session)
+    assert keeper(agent).wait(5) and keeper(agent).outcomes["maya/companion"].status == "unchanged"
+    assert (vault / FACTS_FILE).read_bytes() == before
+
+
 def shown_facts() -> list[tuple[str, str]]:
     return [("name", "Her name is Maya Rao."), ("work", "She is a product designer at Kite Labs in Bengaluru."),
             ("pets", "She has a ginger cat called Biscuit."),
