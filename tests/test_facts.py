@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from sentient.agent.turn import Agent, SessionMismatch
+from sentient.agent.turn import Agent, SessionMismatch, open_agent
+from sentient.config import load_settings
 from sentient.errors import InvalidId
 from sentient.facts import FactKeeper
 from sentient.memory import allow_entry
 from sentient.personas import UnknownPersona, get_persona
 from sentient.vault.store import Vault
+from sentient.workspace import open_workspace
 from tests.agent_support import agent_on, configure
 from tests.scripted import Scripted, ScriptedReply, text
 
@@ -509,6 +511,24 @@ def test_turns_said_before_a_hang_up_are_read_by_the_next_extraction(agent: Agen
     chat_turns(agent, scripted, 2, said="Hello again.")  # a new session's 2nd turn schedules one
     assert keeper(agent).wait(5)
     assert "My sister Anika is visiting." in extractions(scripted)[0]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("model", ["scripted/test", "local"])
+def test_an_extraction_reads_the_newest_turns_that_fit(vault: Path, model: str) -> None:
+    """facts.read_chars of the newest unread turns; with the embedded model, at most a quarter
+    of its window (local.context 4096: 4096 characters), or every extraction would fail."""
+    agent = open_agent(open_workspace(load_settings(vault, {"SENTIENT_MODEL": model})), {})
+    try:
+        said = "".join(f"## user · 2026-12-01T10:{n:02d}:00Z\n\nturn {n}: {'words ' * 160}\n\n" for n in range(20))
+        agent.workspace.vault.create("session", "20261201-100000-aaaaaa", {"user": "maya", "persona": "companion"},
+                                     said)
+        turns, marks, _ = keeper(agent)._unread("maya", "companion", {"20261201-100000-aaaaaa"})  # the model unasked
+        read = sum(len(turn.text) for turn in turns)
+        assert turns[-1].text.startswith("turn 19:")  # the newest
+        assert read <= (4096 if model == "local" else 12000) < read + len(turns[0].text) + 1000
+        assert marks["20261201-100000-aaaaaa"].now == 20  # all of them count as read
+    finally:
+        agent.close()
 
 
 # --- sessions keep their caller and persona ------------------------------------------------

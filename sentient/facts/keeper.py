@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sentient.config import FactSettings
+from sentient.config import CHARS_PER_TOKEN, FactSettings, is_local
 from sentient.errors import AlreadyExists, Conflict, NotFound, SentientError
 from sentient.facts.callers import sessions_of
 from sentient.facts.extract import Refused, Turn, changed, merged_body, prompt, reply_format, reply_tokens, validate
@@ -392,10 +392,19 @@ class FactKeeper:
         total = 0
         for turn in reversed(ordered):
             total += len(turn.text)
-            if total > self.settings.read_chars and kept:
+            if total > self._read_limit() and kept:
                 break
             kept.append(turn)
         return list(reversed(kept)), marks, untrusted
+
+    def _read_limit(self) -> int:
+        """Characters of turns one extraction reads: facts.read_chars, and with the embedded model
+        answering it at most a quarter of that model's window (local.context), which must also
+        hold the instructions, the current set and the reply: a read that never fits would fail
+        every extraction of the caller from then on."""
+        if is_local(self.llm.model_name("extraction")):
+            return min(self.settings.read_chars, self.llm.settings.local.context * CHARS_PER_TOKEN // 4)
+        return self.settings.read_chars
 
     def _mark_read(self, marks: dict[str, SessionRead]) -> None:
         """The sessions' turns are read: noted here (no session file is written beside the turns;
