@@ -183,6 +183,7 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "unreadable_files": 0,
         "pattern_set": app_of(client).state.workspace.judge.patterns.label,
         "pattern_problem": None,
+        "facts": {"on": False, "busy": 0},
     }
 
 

@@ -162,7 +162,9 @@ def test_get_shows_everything_held_about_a_caller_across_personas(client: TestCl
     assert [f["category"] for f in flagged] == ["note"] and flagged[0]["patterns"]
     assert sorted((s["id"], s["persona"]) for s in held["sessions"]) == sorted(
         [(sessions["companion"], "companion"), (sessions["coach"], "coach")])
-    assert client.get("/api/people").json()["people"] == [{"user": "maya", "personas": ["coach", "companion"]}]
+    assert client.get("/api/people").json()["people"] == [{"user": "anika", "personas": [], "sessions": 1},
+                                                          {"user": "maya", "personas": ["coach", "companion"],
+                                                           "sessions": 2}]
     assert client.get("/api/people/nobody").status_code == 404
 
 
@@ -182,6 +184,38 @@ def test_delete_forgets_one_persona_or_everything(client: TestClient, scripted: 
     assert client.get("/api/people/maya").status_code == 404
     assert client.delete("/api/people/maya").status_code == 404
     assert Vault(vault).locate("session", sessions["other"]) is not None  # another caller's session stays
+
+
+def test_a_forgotten_callers_next_v1_session_is_read_afresh(client: TestClient, scripted: Scripted,
+                                                             vault: Path) -> None:
+    """/v1 makes one session per user and model, under the same key again after a forget: what
+    extractions read of the forgotten one does not count for the new one."""
+    app = client.app
+    keeper = app.state.agent.facts  # type: ignore[attr-defined]
+
+    def v1(said: str) -> None:
+        response = client.post("/v1/chat/completions", json={"model": "companion", "user": "maya",
+                                                             "messages": [{"role": "user", "content": said}]})
+        assert response.status_code == 200, response.text
+
+    scripted.queue(*[answer] * 3)
+    v1("I'm vegetarian.")
+    v1("And I hate early meetings.")  # the 2nd turn: an extraction reads both
+    assert keeper.wait(5) and keeper.outcomes["maya/companion"].status == "written"
+    assert client.get("/api/people/maya").json()["last_extractions"]["companion"]["status"] == "written"
+    assert client.delete("/api/people/maya", params={"character_id": "companion"}).status_code == 200
+    assert "maya/companion" not in keeper.outcomes  # its detail could quote a fact
+    scripted.queue(*[answer] * 3)
+    v1("I moved to Mysuru.")
+    v1("I have a dog now.")  # the new session's 2nd turn: an extraction of both its turns
+    assert keeper.wait(5)
+    asked = [r for r in scripted.requests if str(r["messages"][0]["content"]).startswith(EXTRACTION)]
+    assert len(asked) == 2
+    assert "I moved to Mysuru." in asked[1]["messages"][0]["content"]
+    assert "vegetarian" not in asked[1]["messages"][0]["content"]
+    made = Vault(vault).get("people", "maya/companion").meta  # a new fact file, with all its frontmatter
+    assert (made["user"], made["persona"], made["turns_seen"]) == ("maya", "companion", 2)
+    assert str(made["revision"]).startswith("sha256:") and made["updated"]
 
 
 def session_path(vault: Path, key: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from sentient.agent.tools import MEMORY_TOOLS
 from sentient.agent.turn import Agent, open_agent
 from sentient.api.app import create_app
 from sentient.config import load_settings
+from sentient.facts import read_set
 from sentient.llm import ContextTooLong
 from sentient.workspace import open_workspace
 
@@ -93,3 +95,49 @@ def test_a_message_over_the_window_says_how_far_over_and_what_to_do(agent: Agent
     message = caught.value.message
     assert re.search(r"does not fit local's context window \([\d,]+ tokens for a window of 4,096\)", message)
     assert "Shorten the message" in message and "set chat.context_tokens below 2048" in message
+
+
+def test_a_json_response_format_and_max_tokens_reach_the_embedded_model(agent: Agent) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+              "required": ["city"], "additionalProperties": False}
+    answer = agent.llm.complete("chat", [{"role": "user", "content": "Where does Anika live? Answer in JSON."}],
+                                params={"response_format": {"type": "json_schema",
+                                                            "json_schema": {"name": "city", "schema": schema}},
+                                        "max_tokens": 64, "temperature": 0})
+    assert set(json.loads(answer.text)) == {"city"}  # decoded under the schema: nothing but that JSON
+    sent = agent.llm.local_requests()[-1]
+    assert sent["response_format"]["json_schema"]["schema"] == schema
+    assert (sent["max_tokens"], sent["temperature"]) == (64, 0.0)
+
+
+def test_the_embedded_model_extracts_a_valid_set_from_a_simple_conversation(tmp_path: Path) -> None:
+    """The example vault as a fresh clone has it (a persona, facts on, Maya's set): turns as
+    Maya with the companion, and the extraction's reply is JSON that validates, not dropped."""
+    vault = tmp_path / "vault"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "vault", vault, ignore=shutil.ignore_patterns(".sentient"))
+    (vault / "sentient.yaml").write_text((vault / "sentient.yaml").read_text() + "\nlocal:\n  max_tokens: 48\n")
+    before = (vault / "people/maya/companion.md").read_bytes()
+    made = open_agent(open_workspace(load_settings(vault, {})), {})
+    try:
+        assert made.facts is not None
+        session = None
+        for said in ("Hi Ada, it's Maya.", "I'm vegetarian and I hate early meetings.", "Please remember that.",
+                     "Thanks, talk soon."):  # the example vault's facts.every_n_turns: 4
+            session = made.turn(said, session=session, user=None if session else "maya",
+                                persona=None if session else "companion").session
+        assert made.facts.wait(300)
+        outcome = made.facts.outcomes["maya/companion"]
+        assert outcome.status in ("written", "unchanged"), outcome
+        sent = made.llm.local_requests()[-1]
+        assert sent["response_format"]["type"] == "json_schema" and sent["temperature"] == 0.0
+    finally:
+        made.close()
+    after = read_set_of(vault)
+    assert len(after) >= 3  # the half rule: at least half of the five facts it was shown
+    if outcome.status == "unchanged":
+        assert (vault / "people/maya/companion.md").read_bytes() == before
+
+
+def read_set_of(vault: Path) -> list[str]:
+    with open_workspace(load_settings(vault, {})) as workspace:
+        return [fact.sentence for fact in read_set(workspace, "maya", "companion").facts]

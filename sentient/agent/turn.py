@@ -22,7 +22,7 @@ from sentient.agent.loop import CallRecord, Message, cut_middle, run_loop
 from sentient.agent.tools import ToolRegistry
 from sentient.config import CHARS_PER_TOKEN, is_local
 from sentient.errors import NotFound, SentientError, TooLong
-from sentient.facts import FactKeeper, facts_read, persons_messages
+from sentient.facts import FactKeeper, persons_messages
 from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
 from sentient.llm import LLM, ContextTooLong
 from sentient.personas import get_persona, prompt_of
@@ -246,14 +246,16 @@ class Agent:
         self.workspace.vault.create("session", key, meta)
         return key
 
-    def check_caller(self, user: str | None, persona: str | None) -> dict[str, str]:
+    def check_caller(self, user: str | None, persona: str | None,
+                     names: tuple[str, str] = ("user_id", "character_id")) -> dict[str, str]:
         """{"user", "persona"} as a session keeps them; InvalidId for an id that cannot name a
-        file, UnknownPersona (404, naming the known ones) for a persona the vault lacks."""
+        file, UnknownPersona (404, naming the known ones) for a persona the vault lacks. `names`:
+        what the caller calls the two (the API's fields, the CLI's --user and --persona)."""
         caller: dict[str, str] = {}
         if user is not None:
-            caller["user"] = check_id(user, "user_id")
+            caller["user"] = check_id(user, names[0])
         if persona is not None:
-            caller["persona"] = get_persona(self.workspace, persona).id
+            caller["persona"] = get_persona(self.workspace, persona, names[1]).id
         return caller
 
     def check_session_caller(self, key: str, user: str | None, persona: str | None) -> None:
@@ -461,7 +463,12 @@ class Agent:
             # This one replaces them; and with nothing to tell now (a pin flagged since, memory
             # not allowed in this turn), a block told earlier is not told again.
             before = tuple(m for m in before if m.role != "knowledge")
-        self.record(session, *said, meta=provenance() or None)
+        # the read mark of an extraction since (its worker never writes a session beside the turns)
+        facts = self.facts if caller is not None else None
+        read_mark = facts.read_mark(session, meta) if facts is not None else {}
+        self.record(session, *said, meta={**provenance(), **read_mark} or None)
+        if facts is not None and read_mark:
+            facts.marked(session, read_mark["facts_read"])
         messages: list[Message] = [
             {"role": "system", "content": system},
             *([{"role": "system", "content": told}] if told is not None else []),
@@ -496,7 +503,7 @@ class Agent:
                 log.warning("session %s: the refusal was not noted: %s", session, failed.message)
             raise
         if caller is not None and self.facts is not None and ctx.memory_allowed and not ctx.incognito:
-            unread = persons_messages(loaded + earlier) - facts_read(meta)
+            unread = persons_messages(loaded + earlier) - self.facts.read_count(session, meta)
             self.facts.turn_taken(caller[0], caller[1], session, unread, unread + 1)
         return TurnResult(
             session,

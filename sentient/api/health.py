@@ -13,8 +13,9 @@ router = APIRouter(tags=["health"])
 
 @router.get("/api/health")
 def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
-    """Status, the vault, whether memory exists in this process, the watcher, the model, and each
-    task's next due time (`tasks`: soonest first; `problem` when its file cannot be run)."""
+    """Status, the vault, whether memory exists in this process, the watcher, the model, each
+    task's next due time (`tasks`: soonest first; `problem` when its file cannot be run), and
+    whether facts are kept (`facts.busy`: callers with an extraction queued or running)."""
     watcher = request.app.state.watcher
     problems = workspace.index.problems()
     return {
@@ -27,4 +28,6 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "pattern_set": workspace.judge.current().label,
         "pattern_problem": workspace.judge.problem,
         "tasks": request.app.state.scheduler.overview(),
+        # facts about callers (docs/facts.md): kept at all, and how many callers' extractions are under way
+        "facts": {"on": agent.facts is not None, "busy": agent.facts.busy() if agent.facts is not None else 0},
     }

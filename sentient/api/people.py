@@ -26,11 +26,12 @@ def show_caller(user: str, workspace: WorkspaceDep, agent: AgentDep) -> dict[str
     """Everything held about the caller: facts per persona (and the last extraction's outcome
     in this process), unreadable fact files, and their sessions."""
     held = caller(workspace, user)
-    outcomes = agent.facts.outcomes if agent.facts is not None else {}
+    outcomes = {key.split("/")[1]: {"status": o.status, "detail": o.detail, "at": o.at}
+                for key, o in (agent.facts.outcomes if agent.facts is not None else {}).items()
+                if key.split("/")[0] == user}
     for facts in held["facts"]:
-        outcome = outcomes.get(f"{user}/{facts['persona']}")
-        facts["last_extraction"] = None if outcome is None else {
-            "status": outcome.status, "detail": outcome.detail, "at": outcome.at}
+        facts["last_extraction"] = outcomes.get(facts["persona"])
+    held["last_extractions"] = outcomes  # by persona: also those with no fact file (yet), e.g. a refused reply
     held["facts_enabled"] = agent.facts is not None
     return held
 
@@ -39,6 +40,10 @@ def show_caller(user: str, workspace: WorkspaceDep, agent: AgentDep) -> dict[str
 def forget_caller(
     user: str,
     workspace: WorkspaceDep,
+    agent: AgentDep,
     character_id: Annotated[str | None, Query(description="forget only what is held with this persona")] = None,
 ) -> dict[str, Any]:
-    return forget(workspace, user, character_id)
+    done = forget(workspace, user, character_id)
+    if agent.facts is not None:
+        agent.facts.forgotten(user, done["personas"], done["sessions"])
+    return done

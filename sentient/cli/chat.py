@@ -34,7 +34,7 @@ def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
             readline.read_history_file(history)
     agent = open_agent(workspace, os.environ)
     try:
-        agent.check_caller(args.user, args.persona)  # a bad id or unknown persona before the first line
+        agent.check_caller(args.user, args.persona, ("--user", "--persona"))  # refused before the first line
         if agent.facts is not None:
             agent.facts.resume()  # extractions a process scheduled and did not run
         return repl(agent, input, print, user=args.user, persona=args.persona)

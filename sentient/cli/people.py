@@ -14,7 +14,7 @@ from sentient.workspace import Workspace
 def add_parser(sub: Any) -> None:
     people = sub.add_parser("people", help="see and forget what is held about callers (their facts and sessions)")
     verbs = people.add_subparsers(dest="verb", required=True, metavar="VERB")
-    listing = verbs.add_parser("list", help="callers with facts, and the personas that keep them")
+    listing = verbs.add_parser("list", help="callers anything is held about: personas with facts, sessions")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler=cmd_people_list)
     show = verbs.add_parser("show", help="everything held about a caller: facts per persona, sessions")
@@ -33,9 +33,10 @@ def cmd_people_list(args: argparse.Namespace, workspace: Workspace) -> int:
         print(json.dumps({"people": rows}, ensure_ascii=False, indent=2))
         return 0
     if not rows:
-        print("no facts about any caller (people/ is empty)")
+        print("nothing is held about any caller (no people/ fact file, no session naming a user)")
     for row in rows:
-        print(f"{row['user']:<24} {', '.join(row['personas'])}")
+        sessions = f"{row['sessions']} session{'s' if row['sessions'] != 1 else ''}"
+        print(f"{row['user']:<24} {', '.join(row['personas']) or '(no facts)':<32} {sessions}")
     return 0
 
 

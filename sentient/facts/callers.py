@@ -30,11 +30,14 @@ class SessionRef:
         return {"id": self.key, "persona": self.persona, "path": self.path, "title": self.title}
 
 
-def sessions_of(workspace: Workspace, user: str) -> list[SessionRef]:
-    """Every stored session of the caller `user`, oldest first."""
+def sessions_of(workspace: Workspace, user: str, *, sync: bool = True) -> list[SessionRef]:
+    """Every stored session of the caller `user`, oldest first. `sync=False`: as the index has
+    them now (kept current by the watcher, or by the turn's own sync without one), without the
+    walk of the whole vault a sync takes."""
     index = workspace.index
     try:
-        index.sync()
+        if sync:
+            index.sync()
         rows = index.sessions_of(user)
     except IndexUnavailable:  # the files are the truth: read them all
         return [SessionRef(d.key, d.path.relative_to(workspace.vault.root).as_posix(),
@@ -50,12 +53,23 @@ def personas_with_facts(workspace: Workspace, user: str) -> list[str]:
 
 
 def callers(workspace: Workspace) -> list[dict[str, Any]]:
-    """Every caller with a fact file: their id and the personas that have one."""
+    """Every caller anything is held about (a fact file, or a session naming them): their id,
+    the personas that have a fact file about them, and how many sessions of theirs there are."""
     held: dict[str, list[str]] = {}
     for found in workspace.vault.walk({"people"}):
         user, persona = found.key.split("/")
         held.setdefault(user, []).append(persona)
-    return [{"user": user, "personas": sorted(personas)} for user, personas in sorted(held.items())]
+    sessions: dict[str, int] = {}
+    try:
+        workspace.index.sync()
+        named = workspace.index.session_users()
+    except IndexUnavailable:  # the files are the truth: read them all
+        named = [str(d.meta["user"]) for d in workspace.vault.documents("session")
+                 if isinstance(d.meta.get("user"), str)]
+    for user in named:
+        sessions[user] = sessions.get(user, 0) + 1
+    return [{"user": user, "personas": sorted(held.get(user, [])), "sessions": sessions.get(user, 0)}
+            for user in sorted(held.keys() | sessions.keys())]
 
 
 def caller(workspace: Workspace, user: str) -> dict[str, Any]:
@@ -103,4 +117,5 @@ def forget(workspace: Workspace, user: str, persona: str | None = None) -> dict[
                 removed.append(vault.delete("session", session.key).relative_to(vault.root).as_posix())
     with suppress(OSError):
         os.rmdir(vault.root / "people" / user)  # only when empty
-    return {"user": user, "persona": persona, "removed": removed}
+    return {"user": user, "persona": persona, "removed": removed, "sessions": [s.key for s in sessions],
+            "personas": sorted({*personas, *(s.persona for s in sessions if s.persona)})}

@@ -1,25 +1,28 @@
 """One extraction: the caller's unread turns and the current set in, a replacement set out,
 checked, and written as the difference in one atomic conditional step.
 
-The model answers `{"facts": [{"category": "...", "text": "..."}]}`. A reply is refused whole
-(nothing written) when it is not that JSON, has a category that is not one short lowercase
-word, a sentence that is empty, longer than facts.max_chars or more than one line, more facts
-than facts.max_facts, a fact that reads like instructions (the model that wrote it read text
-that steers models, so none of its reply is trusted), or fewer than half the facts the model
-was shown (a rewrite that loses that much is more likely a slip than a change of mind).
-Duplicates (same category and text, ignoring case and spacing) are dropped.
+The model answers `{"facts": [{"category": "...", "text": "..."}]}`, asked for under that JSON
+schema (`reply_format`), which a model that decodes under a schema cannot leave. A reply is
+refused whole (nothing written) when it is not that JSON, has a category that is not one short
+lowercase word, a sentence that is empty, longer than facts.max_chars, more than one line or
+saying one sentence twice (a small model looping), more facts than facts.max_facts, a fact that
+reads like instructions (the model that wrote it read text that steers models, so none of its
+reply is trusted), or fewer than half the facts the model was shown (a rewrite that loses that
+much is more likely a slip than a change of mind). Duplicates (same category and text, ignoring
+case and spacing) are dropped.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from sentient.config import FactSettings
+from sentient.config import CHARS_PER_TOKEN, FactSettings
 from sentient.errors import SentientError
 from sentient.facts.sets import FactSet, ShownFact
 from sentient.knowledge import quoted
@@ -28,6 +31,7 @@ from sentient.vault.people import FACT_LINE, Fact
 
 TEMPLATE = "fact_extraction.md.j2"
 CATEGORY = re.compile(r"[a-z][a-z0-9-]{0,23}")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 KEEP_AT_LEAST = 0.5  # of the facts shown, for a set of MIN_GUARDED or more
 MIN_GUARDED = 4
 
@@ -58,6 +62,9 @@ class _Fact(BaseModel):
             raise ValueError("is empty")
         if len(value.strip().splitlines()) > 1:
             raise ValueError("is more than one line")
+        parts = [part.lower().rstrip(".!?") for part in SENTENCE_END.split(sentence)]
+        if len(set(parts)) < len(parts):
+            raise ValueError("says the same sentence twice (the model is looping)")
         return sentence
 
 
@@ -76,6 +83,38 @@ class Turn:
 def prompt(prompts: Prompts, current: list[ShownFact], turns: list[Turn], settings: FactSettings) -> str:
     return prompts.render(TEMPLATE, facts=current, turns=[Turn(t.role, quoted(t.text.strip())) for t in turns],
                           max_facts=settings.max_facts, max_chars=settings.max_chars)
+
+
+def fewest(shown: int) -> int:
+    """The fewest facts a reply may hold when the model was shown `shown` (the half rule)."""
+    return math.ceil(shown * KEEP_AT_LEAST) if shown >= MIN_GUARDED else 0
+
+
+def reply_format(settings: FactSettings, shown: int) -> dict[str, Any]:
+    """The OpenAI `response_format` an extraction asks for: JSON under the reply's schema (both
+    caps and the half rule included), so a model that decodes under a schema (the embedded one,
+    Ollama, OpenAI) can only answer in the shape `validate` takes; one that does not is still
+    validated."""
+    fact = {"type": "object", "additionalProperties": False, "required": ["category", "text"],
+            "properties": {"category": {"type": "string", "pattern": f"^{CATEGORY.pattern}$"},
+                           "text": {"type": "string", "minLength": 1, "maxLength": settings.max_chars}}}
+    facts = {"type": "array", "minItems": min(fewest(shown), settings.max_facts), "maxItems": settings.max_facts,
+             "items": fact}
+    schema = {"type": "object", "additionalProperties": False, "required": ["facts"], "properties": {"facts": facts}}
+    return {"type": "json_schema", "json_schema": {"name": "facts", "schema": schema}}
+
+
+JSON_PER_FACT = 16  # tokens of the JSON around one fact: its category, keys, quotes and commas
+
+
+def reply_tokens(settings: FactSettings, shown: list[ShownFact], turns: list[Turn]) -> int:
+    """An extraction's max_tokens: room for what a reply can hold (the facts it keeps, what it
+    adds from the conversation, the JSON around each), and never more than a whole set at both
+    caps. A model's default for an answer is often shorter (a full set would be cut off), and a
+    small model that loops inside the JSON stops here instead of running to facts.timeout."""
+    text = sum(len(fact.sentence) + len(fact.category) for fact in shown) + sum(len(turn.text) for turn in turns)
+    full = settings.max_facts * (settings.max_chars // CHARS_PER_TOKEN + JSON_PER_FACT) + JSON_PER_FACT
+    return min(full, text // CHARS_PER_TOKEN + settings.max_facts * JSON_PER_FACT + JSON_PER_FACT)
 
 
 def _json_object(text: str) -> Any:
@@ -122,7 +161,7 @@ def validate(text: str, shown: list[ShownFact], settings: FactSettings, flagged:
         if patterns:
             raise Refused(f"a fact reads like instructions ({', '.join(patterns)}): {fact.render()[:80]!r}; "
                           "none of the reply is kept")
-    if len(shown) >= MIN_GUARDED and len(facts) < len(shown) * KEEP_AT_LEAST:
+    if len(facts) < fewest(len(shown)):
         raise Refused(f"the reply keeps {len(facts)} of the {len(shown)} facts it was shown; a rewrite that loses "
                       "more than half is taken for a slip and not written")
     return facts

@@ -10,6 +10,7 @@ are the person's own and are never told.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -21,7 +22,7 @@ from sentient.knowledge import quoted_line
 from sentient.prompts import Prompts
 from sentient.vault import transcript
 from sentient.vault.document import Document
-from sentient.vault.kinds import check_key, default_path
+from sentient.vault.kinds import check_key, default_path, one_line
 from sentient.vault.people import FACT_LINE, Fact
 from sentient.workspace import Workspace
 
@@ -47,6 +48,14 @@ class ShownFact:
     @property
     def shown_sentence(self) -> str:
         return quoted_line(self.sentence)
+
+    @property
+    def shown_json(self) -> str:
+        """The fact as the extraction's reply writes one: {"category": ..., "text": ...}, with
+        every '<' written \\u003c, so the text can neither end the wrapper nor open a tag, and a
+        model that copies it gives back exactly the fact (where '&lt;' would come back as such)."""
+        fact = json.dumps({"category": one_line(self.category), "text": one_line(self.sentence)}, ensure_ascii=False)
+        return fact.replace("<", "\\u003c")
 
     def as_dict(self) -> dict[str, Any]:
         return {"category": self.category, "text": self.sentence, "withheld": self.withheld,

@@ -236,6 +236,13 @@ class Reader:
                 "ORDER BY coalesce(nullif(created, ''), ''), key", (user,)).fetchall()
         return [(r[0], r[1], r[2] if isinstance(r[2], str) else None, str(r[3])) for r in rows]
 
+    def session_users(self) -> list[str]:
+        """The caller (frontmatter `user`) of each session that names one: one per session."""
+        with self._reading() as conn:
+            rows = conn.execute("SELECT json_extract(frontmatter, '$.user') FROM documents "
+                                "WHERE kind = 'session' AND json_extract(frontmatter, '$.user') IS NOT NULL").fetchall()
+        return [r[0] for r in rows if isinstance(r[0], str)]
+
     def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
         """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
         of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""

@@ -315,19 +315,29 @@ class ConstrainedTools(CustomLLM):
             return ContextWindowExceededError(message=message, model=alias, llm_provider=self.models.provider)
         return APIError(status_code=status, message=message, llm_provider=self.models.provider, model=alias)
 
-    def _body(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
-        return {
+    def _body(self, messages: list[dict[str, Any]], max_tokens: int | None,
+              asked: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The request: a caller's max_tokens, temperature and JSON response_format (`asked`,
+        see _asked) over the defaults. A JSON answer is not penalised for repeating: it repeats
+        its keys, and copies what it keeps (an extraction's facts) word for word."""
+        body = {
             "messages": _flatten(messages),
             "max_tokens": max_tokens or self.models.settings.max_tokens,
             "temperature": 0.2,
             "repeat_penalty": 1.15,
         }
+        body.update(asked or {})
+        if "response_format" in body:
+            body["repeat_penalty"] = 1.0
+        return body
 
     def _ask(self, alias: str, messages: list[dict[str, Any]], timeout: float, *, schema: dict[str, Any] | None = None,
-             max_tokens: int | None = None) -> tuple[str, dict[str, int]]:
-        body = self._body(messages, max_tokens)
+             max_tokens: int | None = None, asked: dict[str, Any] | None = None) -> tuple[str, dict[str, int]]:
+        """One answer; under `schema` it is JSON of that shape."""
+        body = self._body(messages, max_tokens, asked)
         if schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}
+            body["repeat_penalty"] = 1.0
         data = self._post(alias, body, timeout)
         text = str(((data.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
         usage = data.get("usage") or {}
@@ -379,10 +389,11 @@ class ConstrainedTools(CustomLLM):
         call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": chosen, "arguments": json.dumps(arguments)}
         return call, [], usage
 
-    def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float) -> Iterator[str]:
-        """The answer's text as the server produces it."""
+    def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float,
+                optional_params: dict[str, Any]) -> Iterator[str]:
+        """The answer's text as the server produces it (a caller's max_tokens and response_format hold)."""
         address = self.models.server(alias).address()
-        body = {"model": alias, **self._body(messages, None), "stream": True}
+        body = {"model": alias, **self._body(messages, None, _asked(optional_params)), "stream": True}
         self.models.recent.append(body)
         with httpx.stream("POST", f"{address}/v1/chat/completions", json=body, timeout=timeout) as response:
             if response.status_code >= 400:
@@ -410,8 +421,8 @@ class ConstrainedTools(CustomLLM):
                    client: Any = None) -> ModelResponse:
         alias, seconds, call, answer_from, usage = self._route(model, optional_params, messages, timeout)
         text = ""
-        if call is None:
-            text, usage = self._ask(alias, answer_from, seconds)
+        if call is None:  # a caller's max_tokens and response_format hold (an extraction's JSON, say)
+            text, usage = self._ask(alias, answer_from, seconds, asked=_asked(optional_params))
         tool_calls = None
         if call is not None:
             tool_calls = [ChatCompletionMessageToolCall(id=call["id"], type="function",
@@ -440,7 +451,7 @@ class ConstrainedTools(CustomLLM):
                    "index": 0}
         else:
             pieces = 0
-            for piece in self._stream(alias, answer_from, seconds):
+            for piece in self._stream(alias, answer_from, seconds, optional_params):
                 pieces += 1
                 yield {"text": piece, "tool_use": None, "is_finished": False, "finish_reason": "", "usage": None,
                        "index": 0}
@@ -448,6 +459,23 @@ class ConstrainedTools(CustomLLM):
         yield {"text": "", "tool_use": None, "is_finished": True, "finish_reason": "tool_calls" if call else "stop",
                "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
                          "total_tokens": usage["total_tokens"]}, "index": 0}
+
+
+def _asked(optional_params: dict[str, Any]) -> dict[str, Any]:
+    """What a caller asked of an answer that llama.cpp's server takes as OpenAI's: max_tokens,
+    temperature, and a JSON response_format (json_object, or json_schema with its schema),
+    under which the server decodes only JSON of that shape (litellm passes them on as given)."""
+    asked: dict[str, Any] = {}
+    tokens = optional_params.get("max_tokens")
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        asked["max_tokens"] = tokens
+    temperature = optional_params.get("temperature")
+    if isinstance(temperature, int | float) and not isinstance(temperature, bool) and 0 <= temperature <= 2:
+        asked["temperature"] = float(temperature)
+    response_format = optional_params.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema"):
+        asked["response_format"] = response_format
+    return asked
 
 
 def _first_sentence(text: str, limit: int = 90) -> str:
