@@ -165,7 +165,7 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"      {problem.reason}. {problem.fix}")
     else:
         print("every file reads fine")
-    if not args.record and (edited := len(stale(workspace))):
+    if not args.record and (edited := len(stale(workspace, unrecorded=False))):
         print(f"{plural(edited, 'file')} edited outside Sentient: the revision and threat judgment in their "
               "frontmatter are out of date (harmless: the index has the current ones); "
               "`sentient doctor --record` writes the current ones in")
