@@ -9,6 +9,7 @@ polling the API against a deadline."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -551,3 +552,28 @@ def test_sentient_serve_on_port_0_prints_the_port_it_listens_on(basic: Path) -> 
             process.kill()
         process.communicate()
     assert process.returncode == 0
+
+
+# --- the docs page in a browser -----------------------------------------------------------
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(BROWSER is None and os.environ.get("CI") != "true",
+                    reason="no chromium here (.ci/run installs it: apt-get install chromium)")
+def test_the_docs_page_lists_the_operations_in_a_browser_with_no_network(
+    serve: Callable[..., Running], basic: Path, tmp_path: Path
+) -> None:
+    assert BROWSER is not None, "CI needs chromium for this test: .ci/run installs it (apt-get install chromium)"
+    server = serve(basic)
+    offline = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"  # every name but this machine fails to resolve: no CDN
+    page = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--host-resolver-rules={offline}",
+         "--virtual-time-budget=20000", "--dump-dom", f"{server.url}/docs?token={server.token}"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    assert 'class="opblock-summary-path"' in page or "opblock-summary-path" in page, page[:2000]
+    for path in ("/api/chat", "/v1/chat/completions", "/api/health"):
+        assert f'data-path="{path}"' in page, f"{path} not listed on /docs"
+    assert "authorize" in page.lower()  # the bearer scheme: the page offers to send the token

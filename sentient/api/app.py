@@ -14,13 +14,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, health, memory, people, personas, sessions, skills, tasks, v1
+from sentient.api import chat, docs, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import load_or_create_token, require_token
 from sentient.config import Settings
 from sentient.errors import SentientError
@@ -183,14 +182,7 @@ def create_app(
         app.include_router(memory.router, dependencies=protected)
     app.include_router(v1.router, dependencies=protected)
 
-    @app.get("/openapi.json", include_in_schema=False, dependencies=protected)
-    def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
-
-    @app.get("/docs", include_in_schema=False, dependencies=protected)
-    def docs(request: Request) -> HTMLResponse:
-        token_query = request.query_params.get("token", "")
-        return get_swagger_ui_html(openapi_url=f"/openapi.json?token={token_query}", title="Sentient API")
+    app.include_router(docs.router, dependencies=protected)
 
     return app
 
