@@ -58,6 +58,7 @@ class TurnResult:
     held: list[HeldCall] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     offered: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)  # tokens of the turn's model calls (prompt, completion, total)
 
 
 def check_pins(pins: list[str]) -> list[str]:
@@ -506,6 +507,7 @@ class Agent:
             list(ctx.state.held),
             result.calls,
             result.offered,
+            result.usage,
         )
 
     def _facts_told(self, ctx: ToolContext, caller: tuple[str, str] | None) -> str | None:

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentient.config import CHARS_PER_TOKEN, LOCAL_MODEL, Settings, is_local
@@ -161,7 +161,7 @@ class LLM:
         call = _Call(self, role, timeout)
         kwargs = call.kwargs(messages, tools, tool_choice, params)
         response = self._retrying(call, lambda: _litellm().completion(**kwargs), self._retries)
-        return _reply_from_response(response, call.model)
+        return self._counted(role, _reply_from_response(response, call.model), messages, tools)
 
     def stream_complete(
         self,
@@ -177,6 +177,8 @@ class LLM:
         Retries happen only before the first chunk; a failure mid-stream raises LLMError."""
         call = _Call(self, role, timeout)
         kwargs = call.kwargs(messages, tools, tool_choice, params)
+        if call.streams_usage():
+            kwargs["stream_options"] = {"include_usage": True}  # the token counts in the last chunk
 
         def open_stream() -> tuple[Any, Any]:
             stream = _litellm().completion(**kwargs, stream=True)
@@ -195,7 +197,19 @@ class LLM:
         finally:
             if chunk is not None:  # the caller stopped early, or it failed: let go of the connection
                 stream.close()
-        yield assembler.reply(call.model)
+        yield self._counted(role, assembler.reply(call.model), messages, tools)
+
+    def _counted(self, role: str, reply: Reply, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None) -> Reply:
+        """The reply with its token counts: the provider's, or litellm's count of what was sent
+        and said when the provider gave none (some do not, streaming)."""
+        if reply.usage.get("total_tokens"):
+            return reply
+        prompt = self.count_tokens(role, messages, tools)
+        said = reply.text + "".join(json.dumps(call.as_dict()) for call in reply.tool_calls)
+        completion = self.count_tokens(role, [{"role": "assistant", "content": said}]) if said else 0
+        return replace(reply, usage={"prompt_tokens": prompt, "completion_tokens": completion,
+                                     "total_tokens": prompt + completion})
 
     def count_tokens(self, role: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
         """Roughly how many tokens the messages take for the role's model (never starts a model)."""

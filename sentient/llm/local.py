@@ -379,10 +379,13 @@ class ConstrainedTools(CustomLLM):
         call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": chosen, "arguments": json.dumps(arguments)}
         return call, [], usage
 
-    def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float) -> Iterator[str]:
-        """The answer's text as the server produces it."""
+    def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float,
+                usage: dict[str, int]) -> Iterator[str]:
+        """The answer's text as the server produces it; `usage` is filled with the token counts
+        llama.cpp sends in its last chunk."""
         address = self.models.server(alias).address()
-        body = {"model": alias, **self._body(messages, None), "stream": True}
+        body = {"model": alias, **self._body(messages, None), "stream": True,
+                "stream_options": {"include_usage": True}}
         self.models.recent.append(body)
         with httpx.stream("POST", f"{address}/v1/chat/completions", json=body, timeout=timeout) as response:
             if response.status_code >= 400:
@@ -390,7 +393,11 @@ class ConstrainedTools(CustomLLM):
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                choices = json.loads(line[6:]).get("choices") or [{}]
+                data = json.loads(line[6:])
+                counted = data.get("usage") or {}
+                usage.update({k: int(counted[k]) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                              if isinstance(counted.get(k), int)})
+                choices = data.get("choices") or [{}]
                 piece = (choices[0].get("delta") or {}).get("content")
                 if piece:
                     yield str(piece)
@@ -440,11 +447,13 @@ class ConstrainedTools(CustomLLM):
                    "index": 0}
         else:
             pieces = 0
-            for piece in self._stream(alias, answer_from, seconds):
+            counted: dict[str, int] = {}
+            for piece in self._stream(alias, answer_from, seconds, counted):
                 pieces += 1
                 yield {"text": piece, "tool_use": None, "is_finished": False, "finish_reason": "", "usage": None,
                        "index": 0}
-            usage = {"prompt_tokens": 0, "completion_tokens": pieces, "total_tokens": pieces}
+            usage = counted if counted.get("total_tokens") else \
+                {"prompt_tokens": 0, "completion_tokens": pieces, "total_tokens": pieces}
         yield {"text": "", "tool_use": None, "is_finished": True, "finish_reason": "tool_calls" if call else "stop",
                "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
                          "total_tokens": usage["total_tokens"]}, "index": 0}
