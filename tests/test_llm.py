@@ -7,6 +7,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -428,6 +429,22 @@ def test_ctrl_c_while_the_embedded_model_starts_is_not_held_up_and_stop_ends_its
     assert process is not None and process.poll() is None  # still starting, for the next turn
     server.stop()
     assert process.poll() is not None and not server.running
+
+
+@pytest.mark.skipif(not RUNTIME, reason="xllamacpp is not installed")
+def test_the_embedded_model_start_is_announced_with_how_long_it_took(tmp_path: Path) -> None:
+    loads = [sys.executable, "-c", "import json, time; time.sleep(0.3); "
+             "print(json.dumps({'address': 'http://127.0.0.1:9'}), flush=True); time.sleep(60)"]
+    heard: list[str] = []
+    server = EmbeddedServer(tmp_path / "model.gguf", LocalSettings(), command=loads, announce=heard.append)
+    try:
+        assert server.address() == "http://127.0.0.1:9"
+        assert server.address() == "http://127.0.0.1:9"  # started once: told once
+    finally:
+        server.stop()
+    assert heard[0] == "starting the embedded model (model.gguf)…"
+    assert re.fullmatch(r"the embedded model is ready \((\d+\.\d) s\)", heard[1])
+    assert float(heard[1].split("(")[1].split(" ")[0]) >= 0.3 and len(heard) == 2
 
 
 @pytest.mark.llm

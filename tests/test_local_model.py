@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -93,3 +96,17 @@ def test_a_message_over_the_window_says_how_far_over_and_what_to_do(agent: Agent
     message = caught.value.message
     assert re.search(r"does not fit local's context window \([\d,]+ tokens for a window of 4,096\)", message)
     assert "Shorten the message" in message and "set chat.context_tokens below 2048" in message
+
+
+def test_the_terminal_chat_says_it_is_starting_the_model_and_how_long_it_took(
+    make_vault: Callable[[str], Path],
+) -> None:
+    vault = local_vault(make_vault)
+    env = {k: v for k, v in os.environ.items() if k != "SENTIENT_MODEL"}
+    done = subprocess.run([sys.executable, "-m", "sentient.cli", "--vault", str(vault), "chat"], input="Say hi.\n",
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    starting = next(i for i, line in enumerate(lines) if "starting the embedded model" in line)
+    assert re.search(r"the embedded model is ready \(\d+\.\d s\)", "\n".join(lines[starting:])), done.stdout
+    assert any("sentient> " in line for line in lines[starting:])  # the answer comes after

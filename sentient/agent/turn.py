@@ -629,6 +629,8 @@ def left_out(builder: KnowledgeBuilder, knowledge: Knowledge | None, pins: Seque
     return knowledge.problems if knowledge is not None else tuple(builder.pins(pins)[2])
 
 
-def open_agent(workspace: Workspace, environ: Mapping[str, str]) -> Agent:
-    """The agent of a process: its model client and every tool the process has."""
-    return Agent(workspace, LLM(workspace.settings, environ), build_registry(workspace.settings))
+def open_agent(workspace: Workspace, environ: Mapping[str, str],
+               announce: Callable[[str], None] | None = None) -> Agent:
+    """The agent of a process: its model client and every tool the process has. `announce`
+    hears what a person waits for (the embedded model starting)."""
+    return Agent(workspace, LLM(workspace.settings, environ, announce=announce), build_registry(workspace.settings))

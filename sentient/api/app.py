@@ -122,7 +122,8 @@ def create_app(
     replaces the model client (tests); `watch` starts the file watcher, `schedule` the scheduler
     (without it, tasks run only when asked); `clock` is what the
     scheduler and the agent read the time from, every `tick` seconds (tests pass a fake one);
-    `announce` is told each task's next due time at start (serve prints them)."""
+    `announce` is told each task's next due time at start, and when the embedded model starts
+    and how long that took (serve prints them)."""
     token, _ = load_or_create_token(settings.state_dir)
 
     @asynccontextmanager
@@ -130,7 +131,8 @@ def create_app(
         workspace = open_workspace(settings)
         _ = workspace.judge.patterns.prefilter  # the scan's databases compiled (or loaded) now, not in a chat turn
         workspace.index.sync()
-        agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings), clock=clock)
+        agent = Agent(workspace, llm or LLM(settings, dict(environ or {}), announce=announce), build_registry(settings),
+                      clock=clock)
         runner = Runner(agent)
         scheduler = Scheduler(workspace, runner, clock=clock, tools=agent.registry.names(), interval=tick)
         runner.recover()  # runs a process left going when it ended: failed

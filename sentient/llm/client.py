@@ -77,8 +77,12 @@ class LLM:
         retries: int = DEFAULT_RETRIES,
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         sleep: Callable[[float], None] = time.sleep,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
+        """`announce` is told, a line at a time, what a person waits for: the embedded model
+        starting on first use, and how long it took (chat and serve print it)."""
         self.settings = settings
+        self._announce = announce
         self._environ = environ
         self._resolver = resolver
         self._retries = retries
@@ -114,7 +118,7 @@ class LLM:
     def _local_models(self) -> LocalModels:
         with self._local_lock:
             if self._local is None:
-                self._local = _local_module().LocalModels(self.settings.local)
+                self._local = _local_module().LocalModels(self.settings.local, self._announce)
             return self._local
 
     def embedded_servers(self) -> list[str]:

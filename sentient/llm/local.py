@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -92,10 +92,12 @@ class EmbeddedServer:
     Waiting for it to start can be interrupted (Ctrl-C cancels the chat turn that waits); the
     start goes on meanwhile, and the next address() waits for the same process."""
 
-    def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None) -> None:
+    def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None,
+                 announce: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.settings = settings
         self.command = command or [sys.executable, "-m", "sentient.llm.embedded"]
+        self.announce = announce or (lambda line: None)  # told when a start begins and ends: a person waits
         self.process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._address: str | None = None
@@ -113,6 +115,7 @@ class EmbeddedServer:
         process = self.process
         if process is None or process.poll() is not None:
             process = self._spawn()
+            self.announce(f"starting the embedded model ({self.path.name})…")
         started = time.monotonic()
         while True:
             try:
@@ -132,7 +135,9 @@ class EmbeddedServer:
             said = {"error": line.decode(errors="replace").strip()[:300]}
         if said.get("address"):
             self._address = str(said["address"])
-            log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, time.monotonic() - started)
+            took = time.monotonic() - started
+            log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, took)
+            self.announce(f"the embedded model is ready ({took:.1f} s)")
             return
         self.stop()
         reason = said.get("error") or f"its process ended with status {process.poll()}"
@@ -182,8 +187,9 @@ class EmbeddedServer:
 class LocalModels:
     """The embedded servers of one client, and the litellm provider that reaches them."""
 
-    def __init__(self, settings: LocalSettings) -> None:
+    def __init__(self, settings: LocalSettings, announce: Callable[[str], None] | None = None) -> None:
         self.settings = settings
+        self.announce = announce
         self.provider = f"sentient-local-{uuid.uuid4().hex[:8]}"
         self._servers: dict[str, EmbeddedServer] = {}
         self._lock = threading.Lock()
@@ -197,7 +203,8 @@ class LocalModels:
         path = gguf_of(model)
         alias = uuid.uuid5(uuid.NAMESPACE_URL, str(path)).hex[:12]
         with self._lock:
-            server = self._servers.setdefault(alias, EmbeddedServer(path, self.settings))
+            server = self._servers.get(alias) or self._servers.setdefault(
+                alias, EmbeddedServer(path, self.settings, announce=self.announce))
             if not self._registered:
                 litellm.custom_provider_map = [
                     *litellm.custom_provider_map,
