@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sentient.agent.compact import compact
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import Tool, ToolRefused, failure, refusal
 from sentient.knowledge import shortened
@@ -152,7 +153,11 @@ def run_loop(
     """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`.
     `nudge(text)`: what to tell the model, once, when it answers without calling a tool though
     it says it will (None: it has answered)."""
-    offered = {item.name: item for item in tools if refusal(ctx, item.name) is None}
+    allowed = [item for item in tools if refusal(ctx, item.name) is None]
+    if llm.settings.tool_profile(role) == "compact":  # a small model: the same capabilities in fewer tools
+        forced = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
+        allowed = compact(allowed, keep=forced)
+    offered = {item.name: item for item in allowed}
     schemas = [item.schema() for item in offered.values()] or None
     deadline = None if time_limit is None else time.monotonic() + time_limit
     calls: list[CallRecord] = []

@@ -314,7 +314,8 @@ class Agent:
             extra["session_month"] = path.parent.name if path is not None else None  # sessions/<yyyy-mm>/
         return ToolContext(self, allowed, incognito, channel, session=session, **extra)
 
-    def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None) -> str:
+    def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None, role: str = "chat") -> str:
+        """The system prompt of a turn (or a task run) whose model is `role`'s."""
         memories: list[Any] = []
         if ctx.memory_allowed:
             memories = relevant_memories(ctx, text, limit=3)
@@ -328,6 +329,7 @@ class Agent:
             incognito=ctx.incognito,
             memories=memories,
             summary=summary,
+            compact=self.settings.tool_profile(role) == "compact",
         )
 
     def turn(
