@@ -32,7 +32,9 @@ MODEL = "scripted"
 
 
 class ScriptedServer:
-    def __init__(self) -> None:
+    def __init__(self, *, usage: bool = True) -> None:
+        """`usage=False`: a server that never reports token counts (as some providers do not)."""
+        self.usage = usage
         self._lock = threading.Lock()
         self._queue: deque[ScriptedReply] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -113,7 +115,7 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {
                     "id": answer_id, "object": "chat.completion", "created": created, "model": MODEL,
                     "choices": [{"index": 0, "message": _message(reply), "finish_reason": reply.finish}],
-                    "usage": _usage(body, reply),
+                    **({"usage": _usage(body, reply)} if server.usage else {}),
                 })
                 return
             self.send_response(200)
@@ -132,7 +134,8 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 chunk({"content": reply.text[start:start + STREAM_PIECE]})
             for number, tool_call in enumerate(_message(reply).get("tool_calls", [])):
                 chunk({"tool_calls": [{"index": number, **tool_call}]})
-            usage = _usage(body, reply) if (body.get("stream_options") or {}).get("include_usage") else None
+            asked = (body.get("stream_options") or {}).get("include_usage")
+            usage = _usage(body, reply) if asked and server.usage else None
             chunk({}, reply.finish, **({"usage": usage} if usage else {}))
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

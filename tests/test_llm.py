@@ -44,6 +44,7 @@ from tests.scripted import (
     raw_call,
     text,
 )
+from tests.scripted_http import ScriptedServer
 
 USER = [{"role": "user", "content": "Who is Anika?"}]
 
@@ -235,6 +236,31 @@ def test_arguments_that_did_not_parse_go_back_as_an_empty_object(scripted: Scrip
     reply = make_llm().complete("chat", USER, [schema("memory_recall")])
     assert reply.as_message()["tool_calls"][0]["function"]["arguments"] == "{}"
     assert reply.as_message()["content"] is None
+
+
+def test_a_stream_asks_an_openai_server_for_its_token_counts_and_reports_them() -> None:
+    with ScriptedServer() as server:
+        llm = make_llm("openai/scripted", {"KEY": "k"}, api_base=server.base_url, api_key_env="KEY")
+        server.queue(text("She teaches in Mysuru."))
+        pieces = list(llm.stream_complete("chat", USER))
+    reply = pieces[-1]
+    assert isinstance(reply, Reply) and reply.text == "She teaches in Mysuru."
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    prompt = len(json.dumps(server.requests[0]["messages"])) // 4  # what the server counts
+    assert reply.usage == {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+
+
+def test_a_provider_that_reports_no_usage_gets_litellms_count() -> None:
+    with ScriptedServer(usage=False) as server:
+        llm = make_llm("openai/scripted", {"KEY": "k"}, api_base=server.base_url, api_key_env="KEY")
+        server.queue(text("She teaches in Mysuru."), text("She teaches in Mysuru."))
+        whole = llm.complete("chat", USER)
+        streamed = llm.complete("chat", USER, stream=True)
+    prompt, completion = llm.count_tokens("chat", USER), llm.count_text("chat", "She teaches in Mysuru.")
+    expected = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    assert prompt > 5 and completion > 3
+    assert whole.usage == expected  # counted here
+    assert streamed.usage == expected  # counted by litellm's stream, the same way
 
 
 def test_unreachable_server_names_the_model_and_the_fix() -> None:

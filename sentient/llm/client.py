@@ -211,7 +211,7 @@ class LLM:
             return reply
         prompt = self.count_tokens(role, messages, tools)
         said = reply.text + "".join(json.dumps(call.as_dict()) for call in reply.tool_calls)
-        completion = self.count_tokens(role, [{"role": "assistant", "content": said}]) if said else 0
+        completion = self.count_text(role, said)
         return replace(reply, usage={"prompt_tokens": prompt, "completion_tokens": completion,
                                      "total_tokens": prompt + completion})
 
@@ -225,6 +225,16 @@ class LLM:
             text = json.dumps(messages, ensure_ascii=False, default=str)
             if tools:
                 text += json.dumps(tools, ensure_ascii=False, default=str)
+            return max(1, len(text) // CHARS_PER_TOKEN)
+
+    def count_text(self, role: str, text: str) -> int:
+        """Roughly how many tokens `text` alone is for the role's model (as litellm counts an
+        answer it was streamed without counts)."""
+        if not text:
+            return 0
+        try:
+            return int(_litellm().token_counter(model=self.model_name(role), text=text))
+        except Exception:  # an unknown model: estimate instead
             return max(1, len(text) // CHARS_PER_TOKEN)
 
     def ping(self, role: str, timeout: float = 10.0) -> tuple[bool, str]:
