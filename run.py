@@ -79,8 +79,8 @@ def run_until_stopped(command: list[str], env: dict[str, str], cwd: Path | None 
     (SIGTERM and SIGHUP as SIGTERM, which `sentient serve` shuts down cleanly on, SIGINT as
     itself; a Ctrl-C typed at the terminal already reached it and is not sent twice), and
     run.py returns only when the command has ended (killed if it has not GRACE seconds on)."""
-    if not hasattr(signal, "sigtimedwait"):  # Windows, macOS: Ctrl-C reaches the whole console group
-        return subprocess.run(command, env=env, cwd=cwd, check=False).returncode
+    if not hasattr(signal, "sigtimedwait"):  # Windows, macOS
+        return _run_passing_on_termination(command, env, cwd)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # held from here, none lost
     try:
         child = subprocess.Popen(command, env=env, cwd=cwd, preexec_fn=lambda: _in_child(previous))
@@ -98,6 +98,20 @@ def run_until_stopped(command: list[str], env: dict[str, str], cwd: Path | None 
         return child.returncode
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _run_passing_on_termination(command: list[str], env: dict[str, str], cwd: Path | None) -> int:
+    """Where a signal's sender cannot be told apart: SIGTERM and SIGHUP are passed on as
+    SIGTERM; Ctrl-C reaches the whole terminal (console) group, the command too, by itself."""
+    child = subprocess.Popen(command, env=env, cwd=cwd)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda number, frame: child.send_signal(signal.SIGTERM))
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # the command got it too: wait for it to end
+            continue
 
 
 def _in_child(mask: set[signal.Signals]) -> None:
