@@ -566,10 +566,13 @@ def test_the_docs_page_lists_the_operations_in_a_browser_with_no_network(
 ) -> None:
     assert BROWSER is not None, "CI needs chromium for this test: .ci/run installs it (apt-get install chromium)"
     server = serve(basic)
-    offline = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"  # every name but this machine fails to resolve: no CDN
+    # No network but this machine: every other name fails to resolve, every other address goes to
+    # a proxy where nothing listens (so a CDN is out of reach, by name or by number).
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--proxy-server=127.0.0.1:9",
+               "--proxy-bypass-list=127.0.0.1"]
     page = subprocess.run(
         [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--host-resolver-rules={offline}",
+         f"--user-data-dir={tmp_path / 'profile'}", *offline,
          "--virtual-time-budget=20000", "--dump-dom", f"{server.url}/docs?token={server.token}"],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout
