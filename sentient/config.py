@@ -48,6 +48,7 @@ class ModelRole(_Section):
     api_base: str | None = None
     api_key_env: str | None = None
     timeout: float | None = Field(default=None, gt=0)  # seconds per model call; llm.py has the default
+    tools: Literal["full", "compact"] | None = None  # the tool profile; None: compact for `local`, else full
 
 
 class Models(_Section):
@@ -194,6 +195,12 @@ class Settings(_Section):
         if self.role_source(name) != name:  # names no model: chat's settings, with its own fields over them
             return self.role("chat").model_copy(update=role.model_dump(exclude_none=True))
         return role.model_copy(update={"model": role.model or self.model})
+
+    def tool_profile(self, name: str) -> str:
+        """The tools a role's model is offered: `compact` (fewer, merged tools: agent/compact.py)
+        when the role says so or runs the embedded model, else `full`."""
+        role = self.role(name)
+        return role.tools or ("compact" if is_local(role.model or self.model) else "full")
 
     def role_source(self, name: str) -> str:
         """The section of models: a role's model comes from: its own, or chat's when it names

@@ -1,5 +1,6 @@
-"""Prompt templates: Jinja files in the repository's templates/, which a vault may override
-with files of the same name in its own templates/ folder."""
+"""Prompt templates: Jinja files shipped inside the package (sentient/templates/, which the
+repository's top-level templates/ points at), which a vault may override with files of the same
+name in its own templates/ folder."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+PACKAGE_TEMPLATES = Path(__file__).resolve().parent / "templates"  # package data: in every wheel
 
 
 class Prompts:

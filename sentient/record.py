@@ -38,11 +38,15 @@ def _records(document_kind: str) -> bool:
     return any(spec.name == "revision" for spec in kind(document_kind).fields)
 
 
-def stale(workspace: Workspace) -> list[IndexedDoc]:
-    """The documents whose stored revision or threat judgment is not what they are now."""
+def stale(workspace: Workspace, *, unrecorded: bool = True) -> list[IndexedDoc]:
+    """The documents whose stored revision or threat judgment is not what they are now. A file
+    that holds no revision at all (made by hand, never written by the app) counts only with
+    `unrecorded`: nothing in its frontmatter is out of date (what `doctor` reports), but
+    `--record` writes its revision in all the same."""
     workspace.index.sync()
     return [doc for doc in workspace.index.documents()
-            if _records(doc.kind) and (doc.edited_outside or _threat(doc.meta.get("threat")) != _threat(doc.threat))]
+            if _records(doc.kind) and (_threat(doc.meta.get("threat")) != _threat(doc.threat)
+                                       or (doc.edited_outside and (unrecorded or doc.stored_revision is not None)))]
 
 
 def record(workspace: Workspace) -> Recorded:

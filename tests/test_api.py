@@ -162,6 +162,29 @@ def test_docs_open_with_the_token_in_the_query_and_openapi_needs_it(client: Test
     assert {"/api/chat", "/v1/chat/completions", "/api/memory/{entry_id}", "/api/health"} <= set(schema["paths"])
 
 
+def test_the_schema_declares_the_bearer_token_for_every_operation(client: TestClient) -> None:
+    schema = app_of(client).openapi()
+    assert schema["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer",
+        "description": "the token `sentient serve` made on its first start (in the vault's .sentient/token)"}
+    operations = [op for item in schema["paths"].values() for op in item.values()]
+    assert operations and all(op.get("security") == [{"bearer": []}] for op in operations)
+
+
+def test_the_docs_page_loads_its_assets_from_the_server_not_a_cdn(client: TestClient) -> None:
+    token = app_of(client).state.token
+    page = client.get(f"/docs?token={token}", headers={"Authorization": ""}).text
+    assert "http://" not in page and "https://" not in page
+    assert f'preauthorizeApiKey("bearer", "{token}")' in page  # "Try it out" sends the token
+    for name, kind in (("swagger-ui-bundle.js", "text/javascript"), ("swagger-ui.css", "text/css")):
+        asset = client.get(f"/docs/{name}?token={token}", headers={"Authorization": ""})
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
+        assert len(asset.content) > 100_000
+        assert client.get(f"/docs/{name}", headers={"Authorization": ""}).status_code == 401
+    missing = client.get(f"/docs/nothing.js?token={token}")
+    assert missing.status_code == 404 and "/docs?token=" in error_of(missing)["message"]
+
+
 def test_every_route_is_documented(client: TestClient) -> None:
     documented = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
     schema = app_of(client).openapi()

@@ -702,3 +702,28 @@ def test_nothing_typed_in_an_incognito_terminal_chat_is_written_to_its_history(
     history = (vault / ".sentient" / "chat_history").read_text()
     assert history.splitlines()[-2:] == ["/pins", "/quit"]
     assert not [p for p in vault.rglob("*") if p.is_file() and b"PRIVATE" in p.read_bytes()]
+
+
+def test_search_shows_one_line_a_hit_with_what_it_knows_ahead_of_chats(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    vault = make_vault("basic")
+    month = vault / "sessions" / "2026-12"
+    month.mkdir(parents=True)
+    for day in range(1, 7):  # the person's own recent chats, each saying "Anika" several times
+        (month / f"anika{day}.md").write_text(
+            f"---\nid: anika{day}\ntitle: About Anika, day {day}\nchannel: chat\n---\n\n"
+            f"## user · 2026-12-0{day}T09:00:00Z\n\nAnika Anika Anika: what is Anika\ndoing on\nday {day}?\n\n"
+            f"## assistant · 2026-12-0{day}T09:00:05Z\n\nAnika teaches;\nAnika is in Mysuru.\n")
+    code, out, _ = run(capsys, "--vault", str(vault), "search", "Anika", "--limit", "6")
+    assert code == 0
+    lines = out.splitlines()
+    hits = [line for line in lines if line[:3].strip().rstrip(".").isdigit()]
+    assert len(hits) == 6 and lines[: len(hits)] == hits  # one line a hit: no snippet or path lines
+    kinds = [line.split("[", 1)[1].split("]", 1)[0] for line in hits]
+    memory = kinds.count("memory")
+    assert memory >= 2 and kinds[:memory] == ["memory"] * memory  # what it knows first
+    assert set(kinds[memory:]) <= {"session"} and "session" in kinds
+    assert lines[-1] == "more in chat sessions: sentient search --kind session Anika"
+    code, out, _ = run(capsys, "--vault", str(vault), "search", "Anika", "--kind", "session", "--limit", "6")
+    assert [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines()] == ["session"] * 6

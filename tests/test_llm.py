@@ -7,6 +7,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,7 @@ from tests.scripted import (
     raw_call,
     text,
 )
+from tests.scripted_http import ScriptedServer
 
 USER = [{"role": "user", "content": "Who is Anika?"}]
 
@@ -234,6 +236,31 @@ def test_arguments_that_did_not_parse_go_back_as_an_empty_object(scripted: Scrip
     reply = make_llm().complete("chat", USER, [schema("memory_recall")])
     assert reply.as_message()["tool_calls"][0]["function"]["arguments"] == "{}"
     assert reply.as_message()["content"] is None
+
+
+def test_a_stream_asks_an_openai_server_for_its_token_counts_and_reports_them() -> None:
+    with ScriptedServer() as server:
+        llm = make_llm("openai/scripted", {"KEY": "k"}, api_base=server.base_url, api_key_env="KEY")
+        server.queue(text("She teaches in Mysuru."))
+        pieces = list(llm.stream_complete("chat", USER))
+    reply = pieces[-1]
+    assert isinstance(reply, Reply) and reply.text == "She teaches in Mysuru."
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    prompt = len(json.dumps(server.requests[0]["messages"])) // 4  # what the server counts
+    assert reply.usage == {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+
+
+def test_a_provider_that_reports_no_usage_gets_litellms_count() -> None:
+    with ScriptedServer(usage=False) as server:
+        llm = make_llm("openai/scripted", {"KEY": "k"}, api_base=server.base_url, api_key_env="KEY")
+        server.queue(text("She teaches in Mysuru."), text("She teaches in Mysuru."))
+        whole = llm.complete("chat", USER)
+        streamed = llm.complete("chat", USER, stream=True)
+    prompt, completion = llm.count_tokens("chat", USER), llm.count_text("chat", "She teaches in Mysuru.")
+    expected = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    assert prompt > 5 and completion > 3
+    assert whole.usage == expected  # counted here
+    assert streamed.usage == expected  # counted by litellm's stream, the same way
 
 
 def test_unreachable_server_names_the_model_and_the_fix() -> None:
@@ -428,6 +455,22 @@ def test_ctrl_c_while_the_embedded_model_starts_is_not_held_up_and_stop_ends_its
     assert process is not None and process.poll() is None  # still starting, for the next turn
     server.stop()
     assert process.poll() is not None and not server.running
+
+
+@pytest.mark.skipif(not RUNTIME, reason="xllamacpp is not installed")
+def test_the_embedded_model_start_is_announced_with_how_long_it_took(tmp_path: Path) -> None:
+    loads = [sys.executable, "-c", "import json, time; time.sleep(0.3); "
+             "print(json.dumps({'address': 'http://127.0.0.1:9'}), flush=True); time.sleep(60)"]
+    heard: list[str] = []
+    server = EmbeddedServer(tmp_path / "model.gguf", LocalSettings(), command=loads, announce=heard.append)
+    try:
+        assert server.address() == "http://127.0.0.1:9"
+        assert server.address() == "http://127.0.0.1:9"  # started once: told once
+    finally:
+        server.stop()
+    assert heard[0] == "starting the embedded model (model.gguf)…"
+    assert re.fullmatch(r"the embedded model is ready \((\d+\.\d) s\)", heard[1])
+    assert float(heard[1].split("(")[1].split(" ")[0]) >= 0.3 and len(heard) == 2
 
 
 @pytest.mark.llm

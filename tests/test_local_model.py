@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -141,3 +144,31 @@ def test_the_embedded_model_extracts_a_valid_set_from_a_simple_conversation(tmp_
 def read_set_of(vault: Path) -> list[str]:
     with open_workspace(load_settings(vault, {})) as workspace:
         return [fact.sentence for fact in read_set(workspace, "maya", "companion").facts]
+
+
+def test_the_terminal_chat_says_it_is_starting_the_model_and_how_long_it_took(
+    make_vault: Callable[[str], Path],
+) -> None:
+    vault = local_vault(make_vault)
+    env = {k: v for k, v in os.environ.items() if k != "SENTIENT_MODEL"}
+    done = subprocess.run([sys.executable, "-m", "sentient.cli", "--vault", str(vault), "chat"], input="Say hi.\n",
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    starting = next(i for i, line in enumerate(lines) if "starting the embedded model" in line)
+    assert re.search(r"the embedded model is ready \(\d+\.\d s\)", "\n".join(lines[starting:])), done.stdout
+    assert any("sentient> " in line for line in lines[starting:])  # the answer comes after
+
+
+def test_doctor_on_a_fresh_clones_example_vault_reports_no_problem(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "vault"
+    vault = tmp_path / "vault"
+    shutil.copytree(example, vault, ignore=shutil.ignore_patterns(".sentient"))
+    env = {k: v for k, v in os.environ.items() if k not in ("SENTIENT_MODEL", "SENTIENT_HELPER_MODEL")}
+    done = subprocess.run([sys.executable, "-m", "sentient.cli", "--vault", str(vault), "doctor"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("model ")] and all(
+        " answers: " in line for line in lines if line.startswith("model "))
+    assert lines[-1] == "every file reads fine", done.stdout

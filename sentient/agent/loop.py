@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sentient.agent.compact import compact
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import Tool, ToolRefused, failure, refusal
 from sentient.knowledge import shortened
@@ -36,6 +37,13 @@ class LoopResult:
     calls: list[CallRecord] = field(default_factory=list)
     offered: list[str] = field(default_factory=list)
     stopped: str = "answer"  # answer | step-limit | time-limit | result-limit
+    usage: dict[str, int] = field(default_factory=dict)  # tokens of the loop's own model calls, summed
+
+
+def add_usage(total: dict[str, int], reply: Reply) -> None:
+    """Add one reply's token counts to `total` (prompt_tokens, completion_tokens, total_tokens)."""
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        total[key] = total.get(key, 0) + reply.usage.get(key, 0)
 
 
 # The tool results of one run of the loop take at most TURN_RESULTS results' worth together (half
@@ -145,7 +153,11 @@ def run_loop(
     """Run the model with tools until it answers, `max_steps` model calls, or `time_limit`.
     `nudge(text)`: what to tell the model, once, when it answers without calling a tool though
     it says it will (None: it has answered)."""
-    offered = {item.name: item for item in tools if refusal(ctx, item.name) is None}
+    allowed = [item for item in tools if refusal(ctx, item.name) is None]
+    if llm.settings.tool_profile(role) == "compact":  # a small model: the same capabilities in fewer tools
+        forced = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
+        allowed = compact(allowed, keep=forced)
+    offered = {item.name: item for item in allowed}
     schemas = [item.schema() for item in offered.values()] or None
     deadline = None if time_limit is None else time.monotonic() + time_limit
     calls: list[CallRecord] = []
@@ -153,16 +165,18 @@ def run_loop(
     emit = on_message or (lambda message: None)
     stopped = "step-limit"
     nudged = nudge is None or not schemas
+    usage: dict[str, int] = {}
     for step in range(1, max_steps + 1):
         choice = tool_choice if step == 1 and schemas else None
         reply = _ask(llm, role, messages, schemas, choice, on_text)
+        add_usage(usage, reply)
         assistant = reply.as_message()
         messages.append(assistant)
         emit(assistant)
         if not reply.tool_calls:
             told = None if nudged or nudge is None else nudge(reply.text)
             if told is None:
-                return LoopResult(reply.text, step, calls, list(offered))
+                return LoopResult(reply.text, step, calls, list(offered), usage=usage)
             nudged = True
             reminder: Message = {"role": "user", "content": told}
             messages.append(reminder)
@@ -183,7 +197,8 @@ def run_loop(
             break
     messages.append({"role": "user", "content": "Stop using tools now and answer with what you have."})
     reply = _ask(llm, role, messages, None, None, on_text)
+    add_usage(usage, reply)
     final: Message = {"role": "assistant", "content": reply.text}
     messages.append(final)
     emit(final)
-    return LoopResult(reply.text, step + 1, calls, list(offered), stopped)
+    return LoopResult(reply.text, step + 1, calls, list(offered), stopped, usage)

@@ -59,6 +59,7 @@ class TurnResult:
     calls: list[CallRecord] = field(default_factory=list)
     offered: list[str] = field(default_factory=list)
     untrusted_reasons: list[str] = field(default_factory=list)  # what made the turn untrusted
+    usage: dict[str, int] = field(default_factory=dict)  # tokens of the turn's model calls (prompt, completion, total)
 
 
 def check_pins(pins: list[str]) -> list[str]:
@@ -316,7 +317,8 @@ class Agent:
             extra["session_month"] = path.parent.name if path is not None else None  # sessions/<yyyy-mm>/
         return ToolContext(self, allowed, incognito, channel, session=session, **extra)
 
-    def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None) -> str:
+    def system_prompt(self, ctx: ToolContext, text: str, summary: str | None = None, role: str = "chat") -> str:
+        """The system prompt of a turn (or a task run) whose model is `role`'s."""
         memories: list[Any] = []
         if ctx.memory_allowed:
             memories = relevant_memories(ctx, text, limit=3)
@@ -330,6 +332,7 @@ class Agent:
             incognito=ctx.incognito,
             memories=memories,
             summary=summary,
+            compact=self.settings.tool_profile(role) == "compact",
         )
 
     def turn(
@@ -515,6 +518,7 @@ class Agent:
             result.calls,
             result.offered,
             list(ctx.state.untrusted_reasons),
+            result.usage,
         )
 
     def _facts_told(self, ctx: ToolContext, caller: tuple[str, str] | None) -> str | None:
@@ -636,6 +640,8 @@ def left_out(builder: KnowledgeBuilder, knowledge: Knowledge | None, pins: Seque
     return knowledge.problems if knowledge is not None else tuple(builder.pins(pins)[2])
 
 
-def open_agent(workspace: Workspace, environ: Mapping[str, str]) -> Agent:
-    """The agent of a process: its model client and every tool the process has."""
-    return Agent(workspace, LLM(workspace.settings, environ), build_registry(workspace.settings))
+def open_agent(workspace: Workspace, environ: Mapping[str, str],
+               announce: Callable[[str], None] | None = None) -> Agent:
+    """The agent of a process: its model client and every tool the process has. `announce`
+    hears what a person waits for (the embedded model starting)."""
+    return Agent(workspace, LLM(workspace.settings, environ, announce=announce), build_registry(workspace.settings))

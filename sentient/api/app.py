@@ -14,13 +14,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, health, memory, people, personas, sessions, skills, tasks, v1
+from sentient.api import chat, docs, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import load_or_create_token, require_token
 from sentient.api.guard import RequestGuard
 from sentient.config import Settings
@@ -125,9 +124,10 @@ def create_app(
     replaces the model client (tests); `watch` starts the file watcher, `schedule` the scheduler
     (without it, tasks run only when asked); `clock` is what the
     scheduler and the agent read the time from, every `tick` seconds (tests pass a fake one);
-    `announce` is told each task's next due time at start (serve prints them); `host` is the
-    address it listens on when not api.host (serve --host): the server answers to loopback
-    names and that host only (sentient/api/guard.py)."""
+    `announce` is told each task's next due time at start, and when the embedded model starts
+    and how long that took (serve prints them); `host` is the address it listens on when not
+    api.host (serve --host): the server answers to loopback names and that host only
+    (sentient/api/guard.py)."""
     token, _ = load_or_create_token(settings.state_dir)
 
     @asynccontextmanager
@@ -135,7 +135,8 @@ def create_app(
         workspace = open_workspace(settings)
         _ = workspace.judge.patterns.prefilter  # the scan's databases compiled (or loaded) now, not in a chat turn
         workspace.index.sync()
-        agent = Agent(workspace, llm or LLM(settings, dict(environ or {})), build_registry(settings), clock=clock)
+        agent = Agent(workspace, llm or LLM(settings, dict(environ or {}), announce=announce), build_registry(settings),
+                      clock=clock)
         runner = Runner(agent, apart=clock is utc_now, environ=environ)  # a run apart reads the real clock
         scheduler = Scheduler(workspace, runner, clock=clock, tools=agent.registry.names(), interval=tick)
         runner.recover()  # runs a process left going when it ended: failed
@@ -188,14 +189,7 @@ def create_app(
         app.include_router(memory.router, dependencies=protected)
     app.include_router(v1.router, dependencies=protected)
 
-    @app.get("/openapi.json", include_in_schema=False, dependencies=protected)
-    def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
-
-    @app.get("/docs", include_in_schema=False, dependencies=protected)
-    def docs(request: Request) -> HTMLResponse:
-        token_query = request.query_params.get("token", "")
-        return get_swagger_ui_html(openapi_url=f"/openapi.json?token={token_query}", title="Sentient API")
+    app.include_router(docs.router, dependencies=protected)
 
     return app
 

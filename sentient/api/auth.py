@@ -6,10 +6,16 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 TOKEN_FILE = "token"
+BEARER = "bearer"  # the security scheme's name in /openapi.json
+# Declares the scheme in the OpenAPI schema, so that clients and the /docs page send the token.
+bearer = HTTPBearer(scheme_name=BEARER, auto_error=False,
+                    description="the token `sentient serve` made on its first start (in the vault's .sentient/token)")
 
 
 def load_or_create_token(state_dir: Path) -> tuple[str, bool]:
@@ -28,20 +34,20 @@ def load_or_create_token(state_dir: Path) -> tuple[str, bool]:
     return token, True
 
 
-def presented_token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    if request.url.path in ("/docs", "/openapi.json"):  # a browser cannot send the header
+def presented_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    if credentials is not None and credentials.credentials.strip():
+        return credentials.credentials.strip()
+    path = request.url.path
+    if path in ("/docs", "/openapi.json") or path.startswith("/docs/"):  # a browser cannot send the header
         return request.query_params.get("token")
     return None
 
 
-def require_token(request: Request) -> None:
+def require_token(request: Request,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> None:
     """FastAPI dependency: 401 unless the request carries the server's token."""
     expected: str = request.app.state.token
-    given = presented_token(request)
+    given = presented_token(request, credentials)
     # compared as bytes: compare_digest refuses str holding non-ASCII characters (a 500 before)
     if given is None or not secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8")):
         raise HTTPException(

@@ -1,5 +1,8 @@
 """The OpenAI-compatible endpoint, so existing clients can chat: POST /v1/chat/completions
-(whole or `stream: true` in the chunk format) and GET /v1/models.
+(whole or `stream: true` in the chunk format), GET /v1/models and GET /v1/models/{model}.
+Answers carry the turn's token counts in `usage` (a stream in a last chunk when the request
+asks with `stream_options.include_usage`). Any other /v1 path (/v1/completions, /v1/embeddings,
+/v1/responses, ...) is a 404 in OpenAI's error shape saying what is offered.
 
 These turns use channel `api`: whether they may use memory follows `api.allow_memory`. A
 client's `user` (field, or the `X-Sentient-User` header) maps to one session per model, so its
@@ -21,7 +24,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
 
@@ -50,6 +53,12 @@ class V1Message(BaseModel):
         return writable(value) if isinstance(value, str) else value
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: StrictBool = False
+
+
 class CompletionRequest(BaseModel):
     """OpenAI's request; sampling fields a client sends (temperature, ...) are accepted and
     left to the configured model."""
@@ -59,6 +68,7 @@ class CompletionRequest(BaseModel):
     model: str = MODEL_ID
     messages: list[V1Message]
     stream: StrictBool = False
+    stream_options: StreamOptions | None = None
     user: str | None = None
 
     @field_validator("model", "user")
@@ -137,14 +147,27 @@ def turn(agent: Agent, request: CompletionRequest, user: str | None, on_text: An
         raise TurnFailed(exc, session) from exc
 
 
+def _model_card(agent: Agent, model_id: str, name: str | None = None) -> dict[str, Any]:
+    card = {"id": model_id, "object": "model", "created": 0, "owned_by": "sentient",
+            "root": agent.llm.model_name("chat")}
+    return card if name is None else {**card, "name": name}
+
+
 @router.get("/models")
 def models(agent: AgentDep) -> dict[str, Any]:
     """`sentient` (no persona) and one model per persona of the vault, by its id."""
-    root = agent.llm.model_name("chat")
-    listed = [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sentient", "root": root}]
-    listed += [{"id": p.id, "object": "model", "created": 0, "owned_by": "sentient", "root": root, "name": p.name}
-               for p in list_personas(agent.workspace)]
+    listed = [_model_card(agent, MODEL_ID)]
+    listed += [_model_card(agent, p.id, p.name) for p in list_personas(agent.workspace)]
     return {"object": "list", "data": listed}
+
+
+@router.get("/models/{model}")
+def model(model: str, agent: AgentDep) -> dict[str, Any]:
+    """One model (`models.retrieve`): `sentient`, or a persona; 404 naming the models otherwise."""
+    persona = persona_of(agent, model)
+    if persona is None:
+        return _model_card(agent, MODEL_ID)
+    return _model_card(agent, persona, get_persona(agent.workspace, persona, "model").name)
 
 
 @router.post("/chat/completions")
@@ -168,9 +191,16 @@ def completions(
         "model": request.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                      "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": usage_of(result),
         "sentient": {"session_id": result.session, "memory_allowed": result.memory_allowed},
     }
+
+
+def usage_of(result: TurnResult) -> dict[str, int]:
+    """The turn's token counts as OpenAI reports them."""
+    prompt, completion = result.usage.get("prompt_tokens", 0), result.usage.get("completion_tokens", 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": result.usage.get("total_tokens", prompt + completion)}
 
 
 async def _chunks(agent: Agent, request: CompletionRequest, user: str | None, completion_id: str,
@@ -181,12 +211,38 @@ async def _chunks(agent: Agent, request: CompletionRequest, user: str | None, co
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    async for event, data in relay(lambda on_text: {"session": turn(agent, request, user, on_text).session}):
+    usage: dict[str, int] = {}
+    async for event, data in relay(lambda on_text: {"usage": usage_of(turn(agent, request, user, on_text))}):
         if event == "delta":
             yield chunk({"content": data["text"]})
+        elif event == "done":
+            usage = data["usage"]
         elif event == "error":
             yield f"data: {json.dumps({'error': {'message': data['message'], 'type': 'server_error'}})}\n\n"
             yield "data: [DONE]\n\n"
             return
     yield chunk({}, "stop")
+    if request.stream_options is not None and request.stream_options.include_usage:
+        last = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": request.model,
+                "choices": [], "usage": usage}  # as OpenAI sends it: a chunk of its own, with no choices
+        yield f"data: {json.dumps(last)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+OFFERED = "POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}"
+
+
+class NotOffered(NotFound):
+    """An OpenAI endpoint Sentient does not have; its error carries OpenAI's `param` and `code`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.extra = {"param": None, "code": "not_found"}
+
+
+@router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def not_offered(path: str, request: Request) -> None:
+    """Every other /v1 endpoint (completions, embeddings, responses, ...): a 404 that says so, in
+    OpenAI's error shape, which its clients raise as NotFoundError with this message."""
+    raise NotOffered(f"{request.method} /v1/{path} is not offered by Sentient; it offers {OFFERED} "
+                     "(with the openai client: chat.completions.create and models)")

@@ -32,7 +32,7 @@ def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
         with suppress(OSError):
             history.parent.mkdir(parents=True, exist_ok=True)
             readline.read_history_file(history)
-    agent = open_agent(workspace, os.environ)
+    agent = open_agent(workspace, os.environ, announce=lambda line: print(line, flush=True))
     try:
         agent.check_caller(args.user, args.persona, ("--user", "--persona"))  # refused before the first line
         if agent.facts is not None:

@@ -26,9 +26,9 @@ def add_parser(sub: Any) -> None:
     index.add_argument("--rebuild", action="store_true", help="redo the index from the files")
     index.set_defaults(handler=cmd_index)
 
-    search = sub.add_parser("search", help="search the vault")
+    search = sub.add_parser("search", help="search the vault: what it knows first, then chat sessions")
     search.add_argument("query", nargs="+", help="words to look for")
-    search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file")
+    search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file (session: chats)")
     search.add_argument("--limit", type=count_in(1, 100), default=10, help="how many hits, 1-100 (default 10)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(handler=cmd_search)
@@ -68,9 +68,11 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.memory import judge_hit
+    from sentient.search import find, snippet_line
     query = utf8_argument(" ".join(args.query), "the query")
     workspace.index.sync()
-    hits = workspace.index.search(query, kind=args.kind, limit=args.limit)
+    found = find(workspace.index, query, kind=args.kind, limit=args.limit)
+    hits = found.hits
     judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
     if args.json:
         rows = [
@@ -92,15 +94,18 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     if not hits:
         print("no matches")
         return 0
-    for rank, (hit, entry) in enumerate(zip(hits, judged, strict=True), 1):
+    for rank, (hit, entry) in enumerate(zip(hits, judged, strict=True), 1):  # one line a hit
         mark = "!" if entry is not None and entry.withheld else ("~" if entry is not None and entry.flagged else " ")
-        print(f"{rank:>2}.{mark}[{hit.kind}] {hit.key}  {one_line(hit.title)}  ({hit.score:.2f})")
-        print(f"    {hit.path}")
+        title = one_line(hit.title)
+        line = f"{rank:>2}.{mark}[{hit.kind}] {hit.key}  {title}"
         if entry is not None and entry.flagged:
             state = "allowed by you at this revision" if entry.allowed else "flagged: withheld from the model"
-            print(f"    {state} ({', '.join(entry.patterns)}); see `sentient memory show {entry.ref}`")
-        if hit.snippet:
-            print(f"    {hit.snippet}")
+            line += f"  ({state} ({', '.join(entry.patterns)}); see `sentient memory show {entry.ref}`)"
+        elif snippet := snippet_line(hit.snippet, title):
+            line += f"  — {snippet}"
+        print(line)
+    if found.more_chats:
+        print(f"more in chat sessions: sentient search --kind session {' '.join(args.query)}")
     return 0
 
 
@@ -165,7 +170,7 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"      {problem.reason}. {problem.fix}")
     else:
         print("every file reads fine")
-    if not args.record and (edited := len(stale(workspace))):
+    if not args.record and (edited := len(stale(workspace, unrecorded=False))):
         print(f"{plural(edited, 'file')} edited outside Sentient: the revision and threat judgment in their "
               "frontmatter are out of date (harmless: the index has the current ones); "
               "`sentient doctor --record` writes the current ones in")

@@ -89,9 +89,10 @@ class Reader:
 
     def search(self, query: str, *, kind: str | None = None, scope: str | None = None, category: str | None = None,
                since: str | None = None, until: str | None = None, limit: int = 10,
-               any_word: bool = False) -> list[Hit]:
+               any_word: bool = False, not_kind: str | None = None) -> list[Hit]:
         """Documents matching every word of `query` (any word, when none match all), best first.
         `any_word`: rank the documents matching any of its words, with no word left out.
+        `kind`: only that kind; `not_kind`: every kind but that one.
 
         `since`/`until` bound the `updated` time (ISO; a bare date for `until` means its whole day).
 
@@ -101,7 +102,8 @@ class Reader:
         out the words found in more than a tenth of all entries when the query has other words,
         which rank above them anyway: a word weighs less the more entries hold it.
         """
-        filters = {"d.kind = ?": kind, _scope_clause("d.scope", scope): scope, "d.category = ?": category,
+        filters = {"d.kind = ?": kind, "d.kind != ?": not_kind, _scope_clause("d.scope", scope): scope,
+                   "d.category = ?": category,
                    "d.updated >= ?": _when(since), "d.updated <= ?": _until(until)}
         clauses = "".join(f" AND {sql}" for sql, value in filters.items() if value is not None)
         params = [value for value in filters.values() if value is not None]

@@ -90,6 +90,14 @@ class _Call:
             )
         return LLMError(f"{model} refused the request ({detail}); if this persists, {self.set_model}")
 
+    def streams_usage(self) -> bool:
+        """Whether the provider takes `stream_options` (then a stream ends with its token counts)."""
+        try:
+            supported = _litellm().get_supported_openai_params(model=self.endpoint.model) or []
+        except Exception:  # a provider litellm does not know: ask for nothing it may refuse
+            return False
+        return "stream_options" in supported
+
     def _provider(self) -> str | None:
         try:
             provider = _litellm().get_llm_provider(self.endpoint.model)[1]

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentient.config import CHARS_PER_TOKEN, LOCAL_MODEL, Settings, is_local
@@ -78,8 +78,12 @@ class LLM:
         retries: int = DEFAULT_RETRIES,
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         sleep: Callable[[float], None] = time.sleep,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
+        """`announce` is told, a line at a time, what a person waits for: the embedded model
+        starting on first use, and how long it took (chat and serve print it)."""
         self.settings = settings
+        self._announce = announce
         self._environ = environ
         self._resolver = resolver
         self._retries = retries
@@ -136,7 +140,7 @@ class LLM:
     def _local_models(self) -> LocalModels:
         with self._local_lock:
             if self._local is None:
-                self._local = _local_module().LocalModels(self.settings.local)
+                self._local = _local_module().LocalModels(self.settings.local, self._announce)
             return self._local
 
     def embedded_servers(self) -> list[str]:
@@ -183,7 +187,7 @@ class LLM:
         call = _Call(self, role, timeout)
         kwargs = call.kwargs(messages, tools, tool_choice, params)
         response = self._retrying(call, lambda: _litellm().completion(**kwargs), self._retries)
-        return _reply_from_response(response, call.model)
+        return self._counted(role, _reply_from_response(response, call.model), messages, tools)
 
     def stream_complete(
         self,
@@ -199,6 +203,8 @@ class LLM:
         Retries happen only before the first chunk; a failure mid-stream raises LLMError."""
         call = _Call(self, role, timeout)
         kwargs = call.kwargs(messages, tools, tool_choice, params)
+        if call.streams_usage():
+            kwargs["stream_options"] = {"include_usage": True}  # the token counts in the last chunk
 
         def open_stream() -> tuple[Any, Any]:
             stream = _litellm().completion(**kwargs, stream=True)
@@ -217,7 +223,19 @@ class LLM:
         finally:
             if chunk is not None:  # the caller stopped early, or it failed: let go of the connection
                 stream.close()
-        yield assembler.reply(call.model)
+        yield self._counted(role, assembler.reply(call.model), messages, tools)
+
+    def _counted(self, role: str, reply: Reply, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None) -> Reply:
+        """The reply with its token counts: the provider's, or litellm's count of what was sent
+        and said when the provider gave none (some do not, streaming)."""
+        if reply.usage.get("total_tokens"):
+            return reply
+        prompt = self.count_tokens(role, messages, tools)
+        said = reply.text + "".join(json.dumps(call.as_dict()) for call in reply.tool_calls)
+        completion = self.count_text(role, said)
+        return replace(reply, usage={"prompt_tokens": prompt, "completion_tokens": completion,
+                                     "total_tokens": prompt + completion})
 
     def count_tokens(self, role: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
         """Roughly how many tokens the messages take for the role's model (never starts a model)."""
@@ -229,6 +247,16 @@ class LLM:
             text = json.dumps(messages, ensure_ascii=False, default=str)
             if tools:
                 text += json.dumps(tools, ensure_ascii=False, default=str)
+            return max(1, len(text) // CHARS_PER_TOKEN)
+
+    def count_text(self, role: str, text: str) -> int:
+        """Roughly how many tokens `text` alone is for the role's model (as litellm counts an
+        answer it was streamed without counts)."""
+        if not text:
+            return 0
+        try:
+            return int(_litellm().token_counter(model=self.model_name(role), text=text))
+        except Exception:  # an unknown model: estimate instead
             return max(1, len(text) // CHARS_PER_TOKEN)
 
     def ping(self, role: str, timeout: float = 10.0) -> tuple[bool, str]:

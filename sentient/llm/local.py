@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -92,10 +92,12 @@ class EmbeddedServer:
     Waiting for it to start can be interrupted (Ctrl-C cancels the chat turn that waits); the
     start goes on meanwhile, and the next address() waits for the same process."""
 
-    def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None) -> None:
+    def __init__(self, path: Path, settings: LocalSettings, command: list[str] | None = None,
+                 announce: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.settings = settings
         self.command = command or [sys.executable, "-P", "-m", "sentient.llm.embedded"]  # -P: not from the cwd
+        self.announce = announce or (lambda line: None)  # told when a start begins and ends: a person waits
         self.process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._address: str | None = None
@@ -113,6 +115,7 @@ class EmbeddedServer:
         process = self.process
         if process is None or process.poll() is not None:
             process = self._spawn()
+            self.announce(f"starting the embedded model ({self.path.name})…")
         started = time.monotonic()
         while True:
             try:
@@ -132,7 +135,9 @@ class EmbeddedServer:
             said = {"error": line.decode(errors="replace").strip()[:300]}
         if said.get("address"):
             self._address = str(said["address"])
-            log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, time.monotonic() - started)
+            took = time.monotonic() - started
+            log.info("embedded model %s on %s (%.1f s)", self.path.name, self._address, took)
+            self.announce(f"the embedded model is ready ({took:.1f} s)")
             return
         self.stop()
         reason = said.get("error") or f"its process ended with status {process.poll()}"
@@ -182,8 +187,9 @@ class EmbeddedServer:
 class LocalModels:
     """The embedded servers of one client, and the litellm provider that reaches them."""
 
-    def __init__(self, settings: LocalSettings) -> None:
+    def __init__(self, settings: LocalSettings, announce: Callable[[str], None] | None = None) -> None:
         self.settings = settings
+        self.announce = announce
         self.provider = f"sentient-local-{uuid.uuid4().hex[:8]}"
         self._servers: dict[str, EmbeddedServer] = {}
         self._lock = threading.Lock()
@@ -197,7 +203,8 @@ class LocalModels:
         path = gguf_of(model)
         alias = uuid.uuid5(uuid.NAMESPACE_URL, str(path)).hex[:12]
         with self._lock:
-            server = self._servers.setdefault(alias, EmbeddedServer(path, self.settings))
+            server = self._servers.get(alias) or self._servers.setdefault(
+                alias, EmbeddedServer(path, self.settings, announce=self.announce))
             if not self._registered:
                 litellm.custom_provider_map = [
                     *litellm.custom_provider_map,
@@ -390,10 +397,12 @@ class ConstrainedTools(CustomLLM):
         return call, [], usage
 
     def _stream(self, alias: str, messages: list[dict[str, Any]], timeout: float,
-                optional_params: dict[str, Any]) -> Iterator[str]:
-        """The answer's text as the server produces it (a caller's max_tokens and response_format hold)."""
+                optional_params: dict[str, Any], usage: dict[str, int]) -> Iterator[str]:
+        """The answer's text as the server produces it (a caller's max_tokens and response_format
+        hold); `usage` is filled with the token counts llama.cpp sends in its last chunk."""
         address = self.models.server(alias).address()
-        body = {"model": alias, **self._body(messages, None, _asked(optional_params)), "stream": True}
+        body = {"model": alias, **self._body(messages, None, _asked(optional_params)), "stream": True,
+                "stream_options": {"include_usage": True}}
         self.models.recent.append(body)
         with httpx.stream("POST", f"{address}/v1/chat/completions", json=body, timeout=timeout) as response:
             if response.status_code >= 400:
@@ -401,7 +410,11 @@ class ConstrainedTools(CustomLLM):
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                choices = json.loads(line[6:]).get("choices") or [{}]
+                data = json.loads(line[6:])
+                counted = data.get("usage") or {}
+                usage.update({k: int(counted[k]) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                              if isinstance(counted.get(k), int)})
+                choices = data.get("choices") or [{}]
                 piece = (choices[0].get("delta") or {}).get("content")
                 if piece:
                     yield str(piece)
@@ -451,11 +464,13 @@ class ConstrainedTools(CustomLLM):
                    "index": 0}
         else:
             pieces = 0
-            for piece in self._stream(alias, answer_from, seconds, optional_params):
+            counted: dict[str, int] = {}
+            for piece in self._stream(alias, answer_from, seconds, optional_params, counted):
                 pieces += 1
                 yield {"text": piece, "tool_use": None, "is_finished": False, "finish_reason": "", "usage": None,
                        "index": 0}
-            usage = {"prompt_tokens": 0, "completion_tokens": pieces, "total_tokens": pieces}
+            usage = counted if counted.get("total_tokens") else \
+                {"prompt_tokens": 0, "completion_tokens": pieces, "total_tokens": pieces}
         yield {"text": "", "tool_use": None, "is_finished": True, "finish_reason": "tool_calls" if call else "stop",
                "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
                          "total_tokens": usage["total_tokens"]}, "index": 0}

@@ -270,7 +270,7 @@ def _prompt(run: _Run, remembered: Continuity | None) -> tuple[list[Message], Kn
     if knowledge is not None:
         content = [{"type": "text", "text": knowledge.text}, {"type": "text", "text": kickoff}]
     return [
-        {"role": "system", "content": agent.system_prompt(ctx, body) + "\n" + task_part},
+        {"role": "system", "content": agent.system_prompt(ctx, body, role=spec.role) + "\n" + task_part},
         {"role": "user", "content": content},
     ], knowledge
 
