@@ -28,6 +28,7 @@ import platform
 import re
 import signal
 import stat
+import struct
 import sys
 import tempfile
 import time
@@ -150,18 +151,18 @@ def _swap_in(tmp: Path, path: Path, expect: str, written: str) -> None:
         _settle(tmp, path, held, placed, expect, written)
 
 
-def _checked(held: _Held, path: Path, expect: str) -> tuple[int, int]:
+def _checked(held: _Held, path: Path, expect: str) -> tuple[int, int, int]:
     """The identity of the file named `path`, which must be the one `held` read, hold `expect`
     and not be open for writing by anyone; else Conflict, and nothing was touched."""
-    named = os.lstat(path)
-    placed = (named.st_dev, named.st_ino)
-    read_there = stat.S_ISLNK(named.st_mode) or placed == held.identity  # a link: its file was read
-    if held.digest != expect or not held.settled() or not read_there:
+    if held.digest != expect or not held.settled():
         raise Conflict(path, expect, held.digest)  # changed, or being written: left as it is
+    placed = _identity(path)  # the last step before the swap, the GIL held from here to it
+    if not (stat.S_ISLNK(placed[2]) or placed[:2] == held.identity):  # a link: its file was read
+        raise Conflict(path, expect, held.digest)  # replaced since it was read
     return placed
 
 
-def _settle(tmp: Path, path: Path, held: _Held, placed: tuple[int, int], expect: str, written: str) -> None:
+def _settle(tmp: Path, path: Path, held: _Held, placed: tuple[int, int, int], expect: str, written: str) -> None:
     """After the swap: keep it if what came out (`tmp`) is the file `held` read (`placed`), not
     written since; else swap back and raise Conflict. `tmp` holds the person's file or a save of
     theirs: nothing here deletes it unless it is exactly what was read or what was written."""
@@ -172,6 +173,7 @@ def _settle(tmp: Path, path: Path, held: _Held, placed: tuple[int, int], expect:
         # a save landed between the check and the swap: it goes straight back
         if not exchange(tmp, path):
             raise OSError(errno.EIO, "the file could not be swapped back", str(path))
+        log.debug("%s: saved while a write was checking it; the save was put back", path)
     except BaseException:
         if os.path.lexists(tmp):
             _keep_beside(tmp, path, "a write failed half-way and could not put this save back")
@@ -180,10 +182,13 @@ def _settle(tmp: Path, path: Path, held: _Held, placed: tuple[int, int], expect:
     raise Conflict(path, expect, file_hash_on_disk(path), kept)
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    """Which file has this name now (the name itself: a link is not followed)."""
+def _identity(path: Path) -> tuple[int, int, int]:
+    """Which file has this name now, (device, inode, mode): the name itself, a link is not
+    followed. By statx where there is one, without letting go of the GIL (see _libc)."""
+    if _STATX is not None:
+        return _STATX(path)
     found = os.lstat(path)
-    return found.st_dev, found.st_ino
+    return found.st_dev, found.st_ino, found.st_mode
 
 
 def _drop_if(tmp: Path, digest: str, path: Path) -> Path | None:
@@ -230,12 +235,24 @@ _SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "arm64": 276}
 _UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV}
 
 
-def _renameat2() -> Callable[[bytes, bytes, int], int] | None:
+def _libc() -> ctypes.CDLL | None:
+    """The C library, called without letting go of the GIL (PyDLL): from a swap to the check of
+    what it displaced and the swap back, no other thread of this process runs, so the instant a
+    write's text is at a name it may not keep is as short as the system calls themselves."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        return ctypes.PyDLL(None, use_errno=True)
     except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _renameat2() -> Callable[[bytes, bytes, int], int] | None:
+    libc = _LIBC
+    if libc is None:
         return None
     wrapper = getattr(libc, "renameat2", None)
     if wrapper is not None:
@@ -252,6 +269,31 @@ def _renameat2() -> Callable[[bytes, bytes, int], int] | None:
 
 
 _RENAMEAT2 = _renameat2()
+
+
+def _statx() -> Callable[[Path], tuple[int, int, int]] | None:
+    statx = getattr(_LIBC, "statx", None) if _LIBC is not None else None
+    if statx is None:
+        return None
+    statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p]
+    statx.restype = ctypes.c_int
+
+    def identity(path: Path) -> tuple[int, int, int]:
+        buffer = ctypes.create_string_buffer(256)  # struct statx
+        if statx(_AT_FDCWD, os.fsencode(path), _AT_SYMLINK_NOFOLLOW, _STATX_BASIC_STATS, buffer) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), str(path))
+        mode, = struct.unpack_from("=H", buffer, 28)
+        ino, = struct.unpack_from("=Q", buffer, 32)
+        major, minor = struct.unpack_from("=II", buffer, 136)
+        return os.makedev(major, minor), ino, mode
+
+    return identity
+
+
+_AT_SYMLINK_NOFOLLOW = 0x100
+_STATX_BASIC_STATS = 0x7FF
+_STATX = _statx()
 
 
 def exchange(first: Path, second: Path) -> bool:
