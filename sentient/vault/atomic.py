@@ -2,13 +2,15 @@
 and a write never replaces a save it has not seen.
 
 A conditional write (`expect`: the hash of the bytes the writer read) does not check the file and
-then rename over it, since a person's editor can save in between. It swaps the new file and the
-old one in one step (Linux `renameat2(RENAME_EXCHANGE)`), then looks at what it displaced: if
-those are the bytes it read, and no other program is still writing them, they are dropped;
-otherwise they are swapped back, and whatever came back out is dropped only if it is exactly the
-text this write put there (an editor that saved in that instant has its save kept beside the
-file, `<name>.conflict-<time>-<pid>-<n>`, named in the Conflict). Where there is no such swap
-(another system, or a file system without it) the check and the rename are two steps, as
+then rename over it, since a person's editor can save in between. It reads the file under a read
+lease (no other program may be writing it, and one that opens it for writing meanwhile is held
+back and seen), checks the bytes and, last, that the name still holds that very file; then swaps
+the new file and the old one in one step (Linux `renameat2(RENAME_EXCHANGE)`) and checks that what
+came out is the file it read, not written since. If a save landed in the microseconds between, it
+is swapped straight back, and what came back out is dropped only if it is exactly the text this
+write put there (an editor that saved in that instant too has its save kept beside the file,
+`<name>.conflict-<time>-<pid>-<n>`, named in the Conflict). Where there is no such swap (another
+system, or a file system without it) the check and the rename are two steps, as
 docs/vault-format.md says.
 
 Temp files are named after their target, their writer's pid and the hashes of the text they were
@@ -126,8 +128,8 @@ def _swap_in(tmp: Path, path: Path, expect: str, written: str) -> None:
 
     The file is opened and read, a read lease taken on it first where the system grants one (no
     other program may then be writing it, and one that opens it for writing is held back and
-    seen), and its name's identity noted. Then the two files are swapped in one step, and what
-    came out must be that same file, not written since: else a save landed in the microseconds
+    seen), and checked (see _checked). Then the two files are swapped in one step, and what came
+    out must be that same file, not written since: else a save landed in the microseconds
     between, and it is swapped straight back (see _settle). Where files cannot be swapped, the
     check and a rename are two steps (docs/vault-format.md)."""
     try:
@@ -316,10 +318,10 @@ _F_SETSIG = getattr(fcntl, "F_SETSIG", None)
 
 
 class _Held:
-    """A file just swapped out of its place, open for reading: its hash, and whether another
-    program may still be writing it (an editor that saves in place, its open file meanwhile
-    moved here). Linux tells by a read lease: refused while any open file writes to it, and
-    broken, with the opener held back until this is closed, by the next open for writing."""
+    """A file open for reading while a write decides about it: its hash, its identity, and
+    whether another program may be writing it (an editor that saves in place). Linux tells by a
+    read lease: refused while any open file writes to it, and broken, with the opener held back
+    until this is closed, by the next open for writing (or truncate)."""
 
     def __init__(self, path: Path) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
