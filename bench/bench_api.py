@@ -235,7 +235,7 @@ STAGES: list[tuple[str, str, str]] = [
     ("compaction: summary + knowledge re-delivered (`_compact`)", "agent/turn.py", "_compact"),
     ("session file writes (`Agent.record`)", "agent/turn.py", "record"),
     ("knowledge delivered mark (`mark_delivered`)", "agent/turn.py", "mark_delivered"),
-    ("atomic file writes (`atomic_write`)", "vault/document.py", "atomic_write"),
+    ("atomic file writes (`atomic_write`)", "vault/atomic.py", "atomic_write"),
     ("… fsync (file and folder)", "~", "<built-in method posix.fsync>"),
     ("model calls through litellm (`LLM.complete`, instant model)", "sentient/llm", "complete"),
     ("the agent loop (`run_loop`: the answering call and tools)", "agent/loop.py", "run_loop"),

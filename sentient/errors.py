@@ -76,15 +76,19 @@ class Conflict(SentientError):
 
     status = 409
 
-    def __init__(self, path: Path, expected: str | None, found: str | None) -> None:
+    def __init__(self, path: Path, expected: str | None, found: str | None, kept: Path | None = None) -> None:
+        also = "" if kept is None else (
+            f" Another save made meanwhile is kept beside it as {kept.name}: compare the two and keep what you want."
+        )
         super().__init__(
             f"{path} was changed by someone else since it was read "
             f"(expected revision {expected or 'none'}, found {found or 'no file'}); "
-            "their text was kept. Read it again and re-apply your change."
+            f"their text was kept. Read it again and re-apply your change.{also}"
         )
         self.path = path
         self.expected = expected
         self.found = found
+        self.kept = kept  # a second save that landed while the write put the first one back
 
 
 class IndexUnavailable(SentientError):

@@ -513,8 +513,69 @@ def test_a_crlf_file_stays_crlf_after_an_app_write(vault: Vault) -> None:
     assert b"\r" not in lf.read_bytes()
 
 
-def test_temp_files_a_crash_left_in_the_state_folder_are_swept(vault: Vault) -> None:
-    tmp = vault.root / ".sentient" / "tmp"
+HOLDER = """
+import os, sys
+from pathlib import Path
+from sentient.vault.atomic import SWAP_MARK, _temp_file
+from sentient.vault.document import TMP_SUFFIX, bytes_hash
+target, temp_dir, writing, expected, held, swapped = sys.argv[1:7]
+fd, name = _temp_file(Path(target), Path(temp_dir), bytes_hash(writing.encode()), bytes_hash(expected.encode()))
+os.write(fd, held.encode())
+os.close(fd)
+if swapped == "swapped":
+    os.rename(name, name.removesuffix(TMP_SUFFIX) + SWAP_MARK + TMP_SUFFIX)
+    name = name.removesuffix(TMP_SUFFIX) + SWAP_MARK + TMP_SUFFIX
+print(name, flush=True)
+sys.stdin.read()  # a write in progress, until told to end (or killed)
+"""
+
+
+def writer_holding(vault: Vault, held: str, swapped: str = "") -> tuple[subprocess.Popen[str], Path]:
+    """A writer of memory/alpha.md (from 'old text' to 'new text') in another process, stopped
+    with its temp file holding `held` (swapped: after swapping it with the file)."""
+    repo = Path(sentient.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    temp_dir = vault.temp_dir
+    assert temp_dir is not None
+    args = [str(vault.root / "memory" / "alpha.md"), str(temp_dir), "new text", "old text", held, swapped]
+    writer = subprocess.Popen([sys.executable, "-c", HOLDER, *args], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert writer.stdout is not None
+    return writer, Path(writer.stdout.readline().strip())
+
+
+def killed(writer: subprocess.Popen[str]) -> None:
+    writer.send_signal(signal.SIGKILL)
+    writer.communicate()  # waits, and closes its pipes
+
+
+def test_temp_files_of_killed_writers_are_swept_at_the_next_start_and_a_live_writers_are_not(
+        vault: Vault, caplog: pytest.LogCaptureFixture) -> None:
+    (vault.root / "memory").mkdir()
+    live, live_file = writer_holding(vault, "new te")
+    torn, torn_file = writer_holding(vault, "new te")  # killed mid-write
+    whole, whole_file = writer_holding(vault, "new text", "swapped")  # killed before its swap
+    base, base_file = writer_holding(vault, "old text", "swapped")  # after: the old file it had read
+    save, save_file = writer_holding(vault, "the person's save", "swapped")  # after, and the file was not what it read
+    for writer in (torn, whole, base, save):
+        killed(writer)
+    try:
+        Vault(vault.root)  # the next start: serve, index, any command
+        assert live_file.exists()  # a write in progress in another process
+        assert not torn_file.exists() and not whole_file.exists() and not base_file.exists()
+        assert not save_file.exists()
+        (recovered,) = (vault.root / ".sentient" / "recovered").iterdir()
+        assert recovered.name.startswith("alpha.md.") and recovered.read_text() == "the person's save"
+        assert str(recovered) in caplog.text
+    finally:
+        killed(live)
+    Vault(vault.root)
+    assert not live_file.exists()
+    assert list((vault.root / ".sentient" / "tmp").iterdir()) == []
+
+
+def test_temp_files_named_by_an_earlier_version_are_swept_an_hour_later(tmp_path: Path) -> None:
+    tmp = tmp_path / "vault" / ".sentient" / "tmp"
     tmp.mkdir(parents=True)
     old, young, other = tmp / f".a.md.x{TMP_SUFFIX}", tmp / f".b.md.y{TMP_SUFFIX}", tmp / "notes.txt"
     for path in (old, young, other):
@@ -522,10 +583,7 @@ def test_temp_files_a_crash_left_in_the_state_folder_are_swept(vault: Vault) -> 
     hours_ago = time.time() - 2 * 3600
     os.utime(old, (hours_ago, hours_ago))
     os.utime(other, (hours_ago, hours_ago))
-    vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")  # the first write of a process sweeps
-    assert not old.exists()
-    assert young.exists()  # maybe another process's write in progress
-    assert other.exists()  # not ours
+    Vault(tmp_path / "vault")
     assert sorted(p.name for p in tmp.iterdir()) == sorted([young.name, other.name])
 
 
@@ -689,10 +747,10 @@ def test_a_write_the_file_system_refuses_is_a_clear_error_naming_the_place(
     (vault.root / "memory").unlink()
     vault.create("memory", "alpha", {"title": "Alpha"}, "x\n")
 
-    def full_disk(src: Any, dst: Any) -> None:
+    def full_disk(fd: int) -> None:  # where a full disk shows: the data cannot be flushed
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(BadFile, match=r"alpha\.md: cannot be written \(No space left on device\); nothing was"):
         vault.update("memory", "alpha", body="y\n")
     monkeypatch.undo()

@@ -18,8 +18,6 @@ import hashlib
 import json
 import os
 import re
-import stat
-import tempfile
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +28,7 @@ from typing import Any, Literal
 
 import yaml
 
-from sentient.errors import AlreadyExists, BadFile, Conflict, InvalidId
+from sentient.errors import BadFile, InvalidId
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 ID_RULE = "1-80 characters of a-z, 0-9 and '-', starting with a letter or digit (no '/', '..', spaces or capitals)"
@@ -68,6 +66,11 @@ def content_revision(title: str, body: str) -> str:
 
 def bytes_hash(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def is_temp_name(name: str) -> bool:
+    """Hidden names and our temp files (see vault/atomic.py) are never documents."""
+    return name.endswith(TMP_SUFFIX) or name.startswith(".")
 
 
 # --- YAML: read every scalar as text; write dates plain --------------------------------
@@ -677,127 +680,3 @@ def read_file(path: Path, *, kind: str, key: str, fields: Sequence[FieldSpec], m
 # one begins with UTF-16's).
 _WIDE_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
                (b"\xfe\xff", "UTF-16"))
-
-
-# --- Atomic, conditional writes ---------------------------------------------------------
-
-
-class _Absent:
-    """Marker: the write requires that no file exists yet."""
-
-
-ABSENT = _Absent()
-
-
-def file_hash_on_disk(path: Path) -> str | None:
-    try:
-        return bytes_hash(path.read_bytes())
-    except FileNotFoundError:
-        return None
-
-
-def is_temp_name(name: str) -> bool:
-    return name.endswith(TMP_SUFFIX) or name.startswith(".")
-
-
-def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: Path | None = None) -> str:
-    """Write `text` to `path` so a crash leaves the old file or the new one, never a torn one.
-
-    `expect` is the hash of the bytes the caller read (None: do not check; ABSENT: the file
-    must not exist). If the file on disk differs, nothing is written and Conflict is raised.
-    The bytes go to a temp file first, in `temp_dir` when it is on the same file system (the
-    rename is as atomic from there, and the person's folder, with whatever watches it, sees
-    one new name instead of a temp file made, written, closed and renamed), else beside the
-    file. Returns the hash of the bytes written.
-    """
-    data = text.encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = _temp_file(path, temp_dir)
-    except OSError as exc:
-        raise _unwritable(path, exc) from None
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), _mode_for(path))  # mkstemp makes 0600: the person's files keep theirs
-            os.fsync(handle.fileno())
-        if isinstance(expect, _Absent):
-            try:
-                os.link(tmp, path)  # fails if the file exists: no race with another creator
-            except FileExistsError:
-                raise AlreadyExists(f"{path} already exists; choose another id or edit that file") from None
-            tmp.unlink()
-        else:
-            if expect is not None:
-                found = file_hash_on_disk(path)
-                if found != expect:
-                    raise Conflict(path, expect, found)
-            os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise _unwritable(path, exc) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return bytes_hash(data)
-
-
-def _unwritable(path: Path, exc: OSError) -> BadFile:
-    """Why `path` cannot be written, naming the folder in the way when there is one."""
-    for folder in path.parents:
-        if os.path.isdir(folder):
-            break
-        if os.path.islink(folder):
-            target = os.readlink(folder)
-            return BadFile(folder, f"is a link to {target}, which does not exist, so nothing can be written in it",
-                           "Fix the link or make it a folder")
-        if os.path.lexists(folder):
-            return BadFile(folder, "is a file where a folder should be, so nothing can be written in it",
-                           "Move the file away and let Sentient make the folder")
-    return BadFile(path, f"cannot be written ({exc.strerror or exc}); nothing was changed",
-                   "Check that its folder can be written (permissions, free space)")
-
-
-def _process_umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it: done once, at import
-    os.umask(mask)
-    return mask
-
-
-_NEW_FILE_MODE = 0o666 & ~_process_umask()
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits a write gives `path`: the file's own, else what a new file gets (umask)."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return _NEW_FILE_MODE
-
-
-def _temp_file(path: Path, temp_dir: Path | None) -> tuple[int, str]:
-    """A new temp file to write `path` through (see atomic_write): (its descriptor, its name)."""
-    prefix = f".{path.name}."
-    if temp_dir is not None:
-        try:
-            if os.stat(temp_dir).st_dev == os.stat(path.parent).st_dev:
-                return tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=temp_dir)
-        except OSError:  # gone, or not writable: beside the file, as always works
-            pass
-    return tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

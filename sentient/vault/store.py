@@ -21,14 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol
 
 from sentient.errors import AlreadyExists, BadFile, BadText, Conflict, InvalidId, NotFound, TooLarge
-from sentient.vault.document import (
-    ABSENT,
-    TMP_SUFFIX,
-    Document,
-    atomic_write,
-    parse,
-    read_file,
-)
+from sentient.vault.atomic import ABSENT, atomic_write, sweep
+from sentient.vault.document import TMP_SUFFIX, Document, parse, read_file
 from sentient.vault.kinds import check_key, classify, default_path, kind
 
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -179,6 +173,9 @@ class Vault:
         self.judge = judge
         self.clock = clock
         self._temp_dir: Path | None = None
+        # Opening the vault is a start: what writers killed mid-write left is cleared now, not
+        # when this process first writes (a live writer's temp file is left alone; see sweep).
+        sweep(self.state_dir / "tmp")
         # subfolders the last walk could not list, and links it did not follow: rel -> (kind, reason,
         # fix); see folder_problems
         self._unlisted: dict[str, tuple[str | None, str, str]] = {}
@@ -198,7 +195,6 @@ class Vault:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError:
                 return None
-            _sweep(folder)
             self._temp_dir = folder
         return self._temp_dir
 
@@ -696,20 +692,6 @@ def _check_plain(path: Path, mode: int) -> None:
 
 
 _SUBFOLDERS: dict[str, tuple[int, list[str]]] = {}  # folder -> (its mtime_ns, its subfolders then)
-
-
-STALE_TEMP_SECONDS = 3600  # a write takes milliseconds: a temp file this old lost its writer to a crash
-
-
-def _sweep(folder: Path) -> None:
-    """Delete the temp files that writers killed mid-write left in `folder` (.sentient/tmp/)."""
-    cutoff = time.time() - STALE_TEMP_SECONDS
-    with suppress(OSError), os.scandir(folder) as scan:
-        for entry in scan:
-            with suppress(OSError):
-                stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
-                if stale and entry.name.endswith(TMP_SUFFIX) and entry.is_file(follow_symlinks=False):
-                    os.unlink(entry.path)
 
 
 def _subfolders(folder: str) -> list[str]:
