@@ -108,7 +108,8 @@ def test_an_action_the_turn_may_not_take_is_refused_as_the_full_tool_is(basic: P
     memory = next(s for s in scripted.requests[0]["tool_schemas"] if s["function"]["name"] == "memory")["function"]
     assert "remember" not in memory["parameters"]["properties"]["action"]["enum"]
     assert "recall" in memory["parameters"]["properties"]["action"]["enum"]  # memory is allowed, saving is not
-    assert result.calls[0].result == "Error: memory_remember isn't available here: this chat does not save anything."
+    assert result.calls[0].result == ("Error: memory_remember isn't available here: an incognito chat never saves, "
+                                      "changes or forgets anything.")
     assert not any("chess" in p.read_text() for p in (basic / "memory").rglob("*.md"))
 
 
