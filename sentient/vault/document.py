@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
