@@ -133,7 +133,7 @@ def _agent_writer(vault: Path, done: threading.Event, texts: list[str], failures
             except SentientError:
                 continue  # read mid-save: the model would read it again
             text = body.strip() + f"\nremember-{count}"
-            if memory_remember.call(ctx, {"title": "Shared", "text": text}) == "Updated memory shared.":
+            if memory_remember.call(ctx, {"title": "Shared", "text": text}) == "Updated memory shared (memory/shared.md).":
                 texts.append(text)
             count += 1
     except Exception as exc:
@@ -148,7 +148,7 @@ def test_no_editor_save_is_lost_to_api_or_agent_writes(
     starter = agent_on(vault)
     ctx = starter.context(incognito=False, channel="chat", session=starter.new_session())
     assert memory_remember.call(ctx, {"title": "Shared", "text": "What the agent first remembered."}) \
-        == "Saved memory shared."
+        == "Saved memory shared (memory/shared.md)."
     starter.workspace.close()
     path = vault / "memory" / "shared.md"
     app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=False, schedule=False)
