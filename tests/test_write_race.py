@@ -133,7 +133,8 @@ def _agent_writer(vault: Path, done: threading.Event, texts: list[str], failures
             except SentientError:
                 continue  # read mid-save: the model would read it again
             text = body.strip() + f"\nremember-{count}"
-            if memory_remember.call(ctx, {"title": "Shared", "text": text}) == "Updated memory shared (memory/shared.md).":
+            said = memory_remember.call(ctx, {"title": "Shared", "text": text})
+            if said == "Updated memory shared (memory/shared.md).":
                 texts.append(text)
             count += 1
     except Exception as exc:
@@ -158,7 +159,7 @@ def test_no_editor_save_is_lost_to_api_or_agent_writes(
     failures: list[str] = []
     done = threading.Event()
     caplog.set_level(logging.WARNING)
-    with TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"}) as client:
+    with TestClient(app, base_url="http://localhost", headers={"Authorization": f"Bearer {app.state.token}"}) as client:
         writers = [threading.Thread(target=_api_writer, args=(client, n, done, bases, messages, failures))
                    for n in range(API_WRITERS)]
         writers.append(threading.Thread(target=_agent_writer, args=(vault, done, texts, failures)))
