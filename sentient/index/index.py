@@ -433,11 +433,14 @@ class Index(Reader):
         kind, key = found
         batch = _Batch()
         with self._writing() as conn:  # one transaction: the file is read inside it, under 5 ms
-            rows = conn.execute("SELECT path, 1 FROM documents WHERE kind = ?1 AND key = ?2 UNION "
-                                "SELECT path, 0 FROM problems WHERE kind = ?1 AND key = ?2", (kind, key)).fetchall()
-            indexed = {rel for rel, is_document in rows if is_document}
-            rels = {rel for rel, _ in rows} | {self.vault.rel_of(path) or ""} - {""}
+            rows = conn.execute("SELECT path, 1, mtime_ns, size FROM documents WHERE kind = ?1 AND key = ?2 UNION "
+                                "SELECT path, 0, mtime_ns, size FROM problems WHERE kind = ?1 AND key = ?2",
+                                (kind, key)).fetchall()
+            indexed = {rel for rel, is_document, _, _ in rows if is_document}
+            rels = {rel for rel, _, _, _ in rows} | {self.vault.rel_of(path) or ""} - {""}
             founds = [f for f in (self._stat(rel, kind, key) for rel in sorted(rels)) if f is not None]
+            if len(rows) == 1 and len(founds) == 1 and rows[0][1:] == (1, founds[0].mtime_ns, founds[0].size):
+                return  # its one file, indexed as it is on disk (by the process that wrote it): nothing to read
             batch.deleted.update(rels - {f.rel for f in founds})
             if founds:
                 self._plan(founds, indexed, batch)

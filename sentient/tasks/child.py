@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
+from contextlib import suppress
 from types import FrameType
 
 from sentient.agent.sandbox import kill_tree
@@ -37,18 +38,24 @@ log = logging.getLogger(__name__)
 GRACE = 10.0  # seconds past tasks.timeout (counted from the process's start) before the parent stops
 # a run's process itself: a model call that does not come back does not hold the task for ever
 ENDED = ("succeeded", "failed", "cancelled")
+NICENESS = 10  # how much lower a run's process runs than serve (the Unix nice scale: 10 of 19)
 
 
 def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start the process of a begun run; it reads what to do from its standard input (`wait`)."""
+    """Start the process of a begun run; it reads what to do from its standard input (`wait`).
+    It runs at a lower priority (NICENESS) than serve: a run is background work, and when the two
+    want the same core (its start-up, about a second of imports; its steps), a chat goes first."""
     fd = started.lock.fileno()
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-P", "-m", "sentient.tasks.child"],  # -P: not from serve's working folder
         stdin=subprocess.PIPE,
         env={**os.environ, **environ},
         pass_fds=(fd,) if fd is not None else (),
         start_new_session=True,  # a Ctrl-C at serve's terminal reaches serve, which stops its runs itself
     )
+    with suppress(OSError, AttributeError):  # not where priorities cannot be set (it runs as serve's)
+        os.setpriority(os.PRIO_PROCESS, process.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19))
+    return process
 
 
 def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> str:
