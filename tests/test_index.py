@@ -156,6 +156,23 @@ def test_update_and_remove_single_path(vault: Vault, index: Index) -> None:
     assert index.search("jasmine") == [] and index.documents() == []
 
 
+
+def test_an_update_of_a_file_indexed_as_it_is_on_disk_reads_nothing(vault: Vault, index: Index) -> None:
+    """As a sync: a file whose (mtime_ns, size) are those of its row is not read again (the watcher's
+    event for a write the writer indexed itself costs a stat)."""
+    index.sync()
+    path = write(vault, "memory/ideas/garden.md", entry("Garden", "Plant tulsi and curry leaves."))
+    index.update(path)
+    before = path.stat()
+    path.write_text(path.read_text().replace("tulsi", "mints"))  # same size, then its old time again
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    index.update(path)
+    assert keys(index.search("tulsi")) == ["garden"] and index.search("mints") == []
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1))  # one nanosecond on: read again
+    index.update(path)
+    assert index.search("tulsi") == [] and keys(index.search("mints")) == ["garden"]
+
+
 def test_update_of_a_path_that_is_not_a_document_is_ignored(vault: Vault, index: Index) -> None:
     for rel in ("notes.md", "memory/readme.txt", ".git/memory.md", "sessions/loose.md"):
         index.update(write(vault, rel, entry("Stray", "Not a document.")))

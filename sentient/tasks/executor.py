@@ -147,10 +147,8 @@ class _Run:
         """Add lines to the run's log (and set frontmatter fields, its answer, the note it could not
         keep), in one write."""
         now = self.agent.clock()
-        document = write_run(self.vault, self.started.key, *(log_line(now, text) for text in texts), meta=meta,
-                             answer=answer, note=kept)
-        self.agent.workspace.index.update(document.path)  # here: serve's watcher then finds it indexed as it is
-        return document
+        return write_run(self.vault, self.started.key, *(log_line(now, text) for text in texts), meta=meta,
+                         answer=answer, note=kept)
 
     def check(self) -> None:
         """Stop here when the person asked to cancel, or the run is out of time."""
