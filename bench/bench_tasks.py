@@ -908,11 +908,18 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   Python work under the same GIL as the chat turn, and a turn that met one waited (cProfile on
   10 runs in one process, the model answering at once, about 55 ms a run: litellm's handling of
   the 7 replies ~30 ms, 9 rewrites of the run file ~22 ms, 5 `memory_recall` searches ~12 ms).
-  Since 2026-12-07 a run whose model is reached over the network runs in a child process of
-  `serve` (sentient/tasks/child.py), so that work is on the other core and under another
-  interpreter lock; the server's own share of a run is starting the process, waiting for it, and
-  the watcher indexing the run file after each write. A run's process pays its own start (about
-  1-2 s of imports on this machine) before its first call.
+  Since 2026-12-07 a run whose models are all reached over the network runs in a child process
+  of `serve` (sentient/tasks/child.py) at nice +10, so that work is under another interpreter
+  lock. Measured on 2026-12-07 08:46-08:55 UTC (this machine quiet, 5 rounds of 200 turns each,
+  0.2 s a model call; p95 ratios): a process started per run 1.37x, at nice +10 1.35x; the run
+  indexing its own run file (serve's watcher then finding it current) 1.21x and 1.53x; runs forked
+  from a fork server that had imported everything once (no imports per run) 1.34x and 1.53x; the
+  code as committed 1.23x. With `--model-delay 1` (08:49 UTC): p95 0.99x, met. So neither the
+  interpreter lock nor the run's start-up is what is left: what is left grows with how often a
+  run takes a step (five a second here). Not yet told apart: the watcher's re-read of the run file
+  after each step and the index's write lock shared between the two processes, and the run's own
+  CPU on a 2-CPU virtual machine whose CPUs may share a physical core. The next thing to measure
+  is a floor of the same CPU burned by a plain process at nice +10 beside the chats.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
