@@ -919,7 +919,9 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   run takes a step (five a second here). Not yet told apart: the watcher's re-read of the run file
   after each step and the index's write lock shared between the two processes, and the run's own
   CPU on a 2-CPU virtual machine whose CPUs may share a physical core. The next thing to measure
-  is a floor of the same CPU burned by a plain process at nice +10 beside the chats.
+  is the CPU a run's process takes a step. A floor measured by hand the same morning (09:10 UTC,
+  /tmp script, not in this bench): a plain process at nice +10 burning 20 ms of CPU every 0.2 s
+  beside the chats left p95 at 1.01x; burning 0.2 s every 0.4 s (half a core) made it 1.15x.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
