@@ -914,7 +914,8 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   0.2 s a model call; p95 ratios): a process started per run 1.37x, at nice +10 1.35x; the run
   indexing its own run file (serve's watcher then finding it current) 1.21x and 1.53x; runs forked
   from a fork server that had imported everything once (no imports per run) 1.34x and 1.53x; the
-  code as committed 1.23x, and 1.35x in the table above. With `--model-delay 1` (08:49 UTC): p95 0.99x, met. So neither the
+  code as committed 1.23x, and 1.35x in the table above. With `--model-delay 1` (08:49 UTC): p95
+  0.99x, met. So neither the
   interpreter lock nor the run's start-up is what is left: what is left grows with how often a
   run takes a step (five a second here). Not yet told apart: the watcher's re-read of the run file
   after each step and the index's write lock shared between the two processes, and the run's own

@@ -76,15 +76,19 @@ class Conflict(SentientError):
 
     status = 409
 
-    def __init__(self, path: Path, expected: str | None, found: str | None, kept: Path | None = None) -> None:
+    def __init__(self, path: Path, expected: str | None, found: str | None, kept: Path | None = None,
+                 *, open_for_writing: bool = False) -> None:
         also = "" if kept is None else (
             f" Another save made meanwhile is kept beside it as {kept.name}: compare the two and keep what you want."
         )
-        super().__init__(
-            f"{path} was changed by someone else since it was read "
-            f"(expected revision {expected or 'none'}, found {found or 'no file'}); "
-            f"their text was kept. Read it again and re-apply your change.{also}"
-        )
+        if open_for_writing:  # its bytes are as read, but another program may be writing it right now
+            message = (f"{path} is open for writing in another program (an editor saving, a sync client, a log "
+                       "that appends), so it was left as it is. Try again once that program has closed it.")
+        else:
+            message = (f"{path} was changed by someone else since it was read "
+                       f"(expected revision {expected or 'none'}, found {found or 'no file'}); "
+                       "their text was kept. Read it again and re-apply your change.")
+        super().__init__(message + also)
         self.path = path
         self.expected = expected
         self.found = found

@@ -113,7 +113,8 @@ def _place(tmp: Path, path: Path, expect: str | None | _Absent, written: str) ->
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _swap_in(ready, path, expect, written)
+    # a link (inside the vault: the vault reads no other) is written through: its file changes, it stays a link
+    _swap_in(ready, Path(os.path.realpath(path)) if os.path.islink(path) else path, expect, written)
 
 
 def file_hash_on_disk(path: Path) -> str | None:
@@ -156,8 +157,10 @@ def _swap_in(tmp: Path, path: Path, expect: str, written: str) -> None:
 def _checked(held: _Held, path: Path, expect: str) -> tuple[int, int, int]:
     """The identity of the file named `path`, which must be the one `held` read, hold `expect`
     and not be open for writing by anyone; else Conflict, and nothing was touched."""
-    if held.digest != expect or not held.settled():
-        raise Conflict(path, expect, held.digest)  # changed, or being written: left as it is
+    if held.digest != expect:
+        raise Conflict(path, expect, held.digest)  # changed: left as it is
+    if not held.settled():
+        raise Conflict(path, expect, held.digest, open_for_writing=True)  # being written: left as it is
     placed = _identity(path)  # the last step before the swap, the GIL held from here to it
     if not (stat.S_ISLNK(placed[2]) or placed[:2] == held.identity):  # a link: its file was read
         raise Conflict(path, expect, held.digest)  # replaced since it was read
