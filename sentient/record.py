@@ -39,10 +39,12 @@ def _records(document_kind: str) -> bool:
 
 
 def stale(workspace: Workspace) -> list[IndexedDoc]:
-    """The documents whose stored revision or threat judgment is not what they are now."""
+    """The documents whose stored revision or threat judgment is not what they are now, by kind,
+    key and path (the index is gone through a chunk at a time)."""
     workspace.index.sync()
-    return [doc for doc in workspace.index.documents()
-            if _records(doc.kind) and (doc.edited_outside or _threat(doc.meta.get("threat")) != _threat(doc.threat))]
+    found = [doc for doc in workspace.index.each()
+             if _records(doc.kind) and (doc.edited_outside or _threat(doc.meta.get("threat")) != _threat(doc.threat))]
+    return sorted(found, key=lambda doc: (doc.kind, doc.key, doc.rel))
 
 
 def record(workspace: Workspace) -> Recorded:

@@ -53,9 +53,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     index = workspace.index
     report = index.rebuild(progress) if args.rebuild else index.sync(progress)
     progress.finish()
-    counts: dict[str, int] = {}
-    for doc in index.documents():
-        counts[doc.kind] = counts.get(doc.kind, 0) + 1
+    counts = index.counts()
     held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
     print(f"{workspace.vault.root}: {held or 'nothing yet'}")
     problems = f"; {report.problems} unreadable (see `sentient doctor`)" if report.problems else ""

@@ -4,6 +4,7 @@ is Reader (reader.py), which Index derives from."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -11,18 +12,28 @@ import time
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sentient.errors import BadFile, IndexUnavailable
-from sentient.index.batch import _Batch, _folder_state, _repeated_keys
+from sentient.index.batch import (
+    DUPLICATE_FIX,
+    _Batch,
+    _clashes,
+    _mark_duplicates,
+    _reason,
+    _restate_duplicates,
+    _State,
+)
 from sentient.index.reader import Reader
 from sentient.index.schema import (
     _JSON,
     _SCHEMA,
     BATCH,
     BROAD_MATCHES,
+    CHUNK,
     DB_NAME,
     JUDGED_BYTES,
     JUDGED_TOGETHER,
@@ -78,6 +89,7 @@ class Index(Reader):
         self._folder_versions: Counter[str] = Counter()  # the same, per top-level folder
         self._pending_tops: set[str] = set()
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
+        self._first_new = 0  # rows of ids above this were written by the sync under way
         self._writer = self._open()
 
     # --- opening ---------------------------------------------------------------------
@@ -195,17 +207,15 @@ class Index(Reader):
         """Files are read outside transactions and written in batches, so another process's writer
         waits one batch at most; this process's own writers wait for the whole sync (self._lock).
 
-        A folder whose document files all have the (name, mtime_ns, size) they had when a sync last
-        stored its state is skipped whole, without loading its rows (loading a row costs about what
-        the stat of its file costs). The files of other folders are compared one by one."""
+        Memory is bounded by the batch, not the vault: nothing is held per file or row of the vault.
+        A first walk takes each folder's state, a digest of its document files' (name, mtime_ns,
+        size) as listed; a folder whose state is the one a sync last stored is skipped whole,
+        without loading its rows (loading a row costs about what the stat of its file costs). The
+        files of other folders are listed again and looked up in the index a chunk at a time;
+        rows whose file is gone are found by their count. Files claiming one id are found by the
+        index's (kind, key) lookups as their rows are written (_clashes)."""
         start = time.perf_counter()
-        folders = [(folder, _folder_state(folder.files)) for folder in self.vault.walk_folders()]
-        repeated = _repeated_keys(folder for folder, _ in folders)
-        sharing = {folder.rel for folder, _ in folders  # folders holding a file whose id another file has
-                   if repeated and any((kind, key) in repeated for _, kind, key, _, _ in folder.files)}
-        total, done, reported = sum(len(folder.files) for folder, _ in folders), 0, 0
         counts: Counter[str] = Counter()
-        batch = _Batch()
         with self._lock:
             if self._corrupt:
                 self._reset()
@@ -217,61 +227,45 @@ class Index(Reader):
                     conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
                 data_version = conn.execute("PRAGMA data_version").fetchone()[0]
                 stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
-                changed = {folder.rel for folder, state in folders
-                           if folder.rel in sharing or stored.get(folder.rel) != (state, len(folder.files))}
-                documents, problems = self._folder_rows(conn, changed)
-                # A stored state vouches for exactly len(files) rows in its folder; any other row is
-                # in a folder that no longer holds documents.
-                vouched = sum(len(folder.files) for folder, _ in folders if folder.rel not in changed)
-                if vouched + len(documents) + len(problems) != self._row_count(conn):
-                    self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
-            walked: set[str] = set()
-            reading: list[Found] = []  # files read and judged together, then planned
-            reading_bytes = 0
-            duplicates: dict[tuple[str, str], list[Found]] = {}
-
-            def advance(count: int) -> None:
-                nonlocal done, reported
-                done += count
-                while progress is not None and done - reported >= 256:
-                    reported += 256
-                    progress(reported, total)
-
-            for folder, _ in folders:
-                if folder.rel not in changed:
-                    counts["unchanged"] += len(folder.files)
-                    advance(len(folder.files))
+                self._first_new = conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]
+            folders: list[tuple[str, bytes, int]] = []  # (rel, state, files): one a folder, not a file
+            for rel, files in self.vault.walk_streams():
+                listed = _State()
+                for name, _, _, mtime_ns, size in files:
+                    listed.add(name, mtime_ns, size)
+                if listed.count:
+                    folders.append((rel, listed.digest(), listed.count))
+            sync = _Pass(self, batch=_Batch(), counts=counts, total=sum(count for _, _, count in folders),
+                         progress=progress)
+            fresh: list[tuple[str, bytes, int]] = []  # states to store: folders whose every file has its row
+            walked = 0  # files that have their row once the sync is done
+            for rel, state, count in folders:
+                if stored.get(rel) == (state, count):
+                    counts["unchanged"] += count
+                    walked += count
+                    sync.advance(count)
                     continue
-                for name, kind, key, mtime_ns, size in folder.files:
-                    found = Found(self.vault.root, f"{folder.rel}/{name}", kind, key, mtime_ns, size)
-                    walked.add(found.rel)
-                    if repeated and (kind, key) in repeated:  # files sharing an id are planned together
-                        duplicates.setdefault((kind, key), []).append(found)
-                    elif documents.get(found.rel) == (mtime_ns, size) or problems.get(found.rel) == (mtime_ns, size, 0):
-                        counts["unchanged"] += 1
-                    else:
-                        reading.append(found)
-                        reading_bytes += size
-                        if len(reading) >= JUDGED_TOGETHER or reading_bytes >= JUDGED_BYTES:
-                            counts.update(self._plan_read(reading, documents, batch))
-                            reading_bytes = 0
-                            if len(batch) >= BATCH:
-                                self._flush(batch)
-                    advance(1)
-            counts.update(self._plan_read(reading, documents, batch))
-            for founds in duplicates.values():
-                counts.update(self._plan(founds, documents, batch))
-            gone = (documents.keys() | problems.keys()) - walked
-            batch.deleted.update(gone)
-            counts["removed"] += len(gone & documents.keys())
+                seen = sync.folder(rel)
+                walked += seen.count
+                if seen.count:
+                    fresh.append((rel, seen.digest(), seen.count))
+            if progress is not None and (sync.reported != sync.total or sync.total == 0):
+                progress(sync.total, sync.total)
+            sync.plan_reading()
+            self._flush(sync.batch, counts)
+            with self._writing() as conn:
+                if self._row_count(conn) != walked:  # rows of folders that hold no documents now
+                    sync.gone(self._rows_outside(conn, {rel for rel, _, _ in folders}))
+            self._flush(sync.batch, counts)
+            with self._writing() as conn:
+                lone = self._lone_duplicates(conn)
+            for found in lone:  # the file that claimed an id with others claims it alone now
+                counts.update(self._plan([found], (), sync.batch))
             # after many changes, merge the FTS index into one segment: searches read less, and the
             # watcher's small writes then merge with small segments only (no 40 ms stalls)
             optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
-            fresh = [(f.rel, state, len(f.files)) for f, state in folders if f.rel in changed and f.rel not in sharing]
-            stale = stored.keys() - {folder.rel for folder, _ in folders}
-            if progress is not None and (reported != total or total == 0):
-                progress(total, total)
-            problem_count = self._flush(batch, optimize=optimize, states=(data_version, fresh, stale))
+            stale = stored.keys() - {rel for rel, _, _ in folders}
+            problem_count = self._flush(sync.batch, counts, optimize=optimize, states=(data_version, fresh, stale))
         self._check_label()
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
@@ -283,43 +277,83 @@ class Index(Reader):
         return count
 
     @staticmethod
-    def _rows_outside(conn: sqlite3.Connection, folders: Container[str], documents: dict[str, Any],
-                      problems: dict[str, Any]) -> None:
-        """Add to `documents` and `problems` the rows whose folder is none of `folders` (and so gone)."""
-        for path, mtime_ns, size in conn.execute("SELECT path, mtime_ns, size FROM documents"):
-            if path.rpartition("/")[0] not in folders:
-                documents[path] = (mtime_ns, size)
-        for path, mtime_ns, size, duplicate in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems"):
-            if path.rpartition("/")[0] not in folders:
-                problems[path] = (mtime_ns, size, duplicate)
+    def _rows_outside(conn: sqlite3.Connection, folders: Container[str]) -> list[tuple[str, bool]]:
+        """(path, is a document) of the rows whose folder is none of `folders` (and so gone)."""
+        cursor = conn.execute("SELECT path, 1 FROM documents UNION ALL SELECT path, 0 FROM problems")
+        gone: list[tuple[str, bool]] = []
+        while rows := cursor.fetchmany(CHUNK):
+            gone += [(path, bool(document)) for path, document in rows if path.rpartition("/")[0] not in folders]
+        return gone
+
+    def _lone_duplicates(self, conn: sqlite3.Connection) -> list[Found]:
+        """The files stored as claiming an id with others that now claim it alone (the others
+        were renamed or deleted), as they are on disk now."""
+        rows = conn.execute(
+            "SELECT p.path, p.kind, p.key FROM problems p WHERE p.duplicate = 1 AND "
+            "(SELECT count(*) FROM problems q WHERE q.kind = p.kind AND q.key = p.key) + "
+            "(SELECT count(*) FROM documents d WHERE d.kind = p.kind AND d.key = p.key) = 1").fetchall()
+        return [found for found in (self._stat(rel, kind, key) for rel, kind, key in rows) if found is not None]
 
     @staticmethod
-    def _folder_rows(conn: sqlite3.Connection, folders: Iterable[str]
-                     ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int, int]]]:
-        """(path -> (mtime_ns, size)) of the documents, and (path -> (mtime_ns, size, duplicate)) of
-        the problems, that are files right in these folders."""
-        documents: dict[str, tuple[int, int]] = {}
-        problems: dict[str, tuple[int, int, int]] = {}
-        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
-        for rel in folders:
-            bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
-            for path, mtime_ns, size in conn.execute(f"SELECT path, mtime_ns, size FROM documents {where}", bounds):
-                documents[path] = (mtime_ns, size)
-            for path, mtime_ns, size, duplicate in conn.execute(
-                    f"SELECT path, mtime_ns, size, duplicate FROM problems {where}", bounds):
-                problems[path] = (mtime_ns, size, duplicate)
-        return documents, problems
+    def _folder_rows(conn: sqlite3.Connection, rel: str, names: Iterable[str]
+                     ) -> dict[str, tuple[int, int, int]]:
+        """name -> (mtime_ns, size, 1 for a document, 0 for a problem, 2 for a duplicate) of the
+        rows of these files of one folder."""
+        prefix = rel + "/"
+        paths = json.dumps([prefix + name for name in names])
+        start = len(prefix) + 1
+        found: dict[str, tuple[int, int, int]] = {}
+        for path, mtime_ns, size, what in conn.execute(
+                "SELECT path, mtime_ns, size, 1 FROM documents WHERE path IN (SELECT value FROM json_each(?1)) "
+                "UNION ALL SELECT path, mtime_ns, size, 2 * duplicate FROM problems "
+                "WHERE path IN (SELECT value FROM json_each(?1))", (paths,)):
+            found[path[start - 1:]] = (mtime_ns, size, what)
+        return found
 
-    def _flush(self, batch: _Batch, *, optimize: bool = False,
+    @staticmethod
+    def _folder_row_count(conn: sqlite3.Connection, rel: str) -> int:
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
+        count: int = conn.execute(f"SELECT (SELECT count(*) FROM documents {where}) + "
+                                  f"(SELECT count(*) FROM problems {where})", bounds).fetchone()[0]
+        return count
+
+    def _folder_paths(self, rel: str) -> Iterator[tuple[str, bool]]:
+        """(path, is a document) of every row right in one folder, a chunk at a time."""
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        bounds = (rel + "/", rel + "0", len(rel) + 2)
+        with self._reading() as conn:
+            cursor = conn.execute(f"SELECT path, 1 FROM documents {where} UNION ALL "
+                                  f"SELECT path, 0 FROM problems {where}", bounds)
+            while rows := cursor.fetchmany(CHUNK):
+                yield from ((path, bool(document)) for path, document in rows)
+
+    def _flush(self, batch: _Batch, counts: Counter[str], *, optimize: bool = False,
                states: tuple[int, list[tuple[str, bytes, int]], Iterable[str]] | None = None) -> int:
-        """Write a batch in one transaction; returns the number of problems now stored. `states`:
-        (data_version when the sync read the rows, folder states to store, folder states to drop);
-        they are written only if no other connection wrote meanwhile."""
+        """Write a batch in one transaction; returns the number of problems now stored. Rows of
+        files claiming an id with another row become problems naming them all. `states`: (the
+        sync's last write: data_version when the sync read the rows, folder states to store,
+        folder states to drop); they are written only if no other connection wrote meanwhile."""
+        keys = [(row[1], row[2]) for rows in (batch.documents, batch.problems) for row in rows.values()]
+        outcomes = dict(batch.outcomes)
         with self._writing() as conn:
             self._pending_tops |= batch.flush(conn)
-            if states is not None and conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
-                conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
-                conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
+            clashes = _clashes(conn, keys)
+            if clashes:
+                touched, demoted = _mark_duplicates(conn, clashes)
+                self._pending_tops |= touched
+                for path, rowid in demoted:  # what the sync counted for them is not what happened
+                    # written before this batch: unchanged when from before the sync, else (as good
+                    # as always) added by it
+                    was = outcomes.get(path) or ("unchanged" if rowid <= self._first_new else "added")
+                    counts[was] -= 1
+                    if was != "added":
+                        counts["removed"] += 1
+            if states is not None:
+                self._pending_tops |= _restate_duplicates(conn)
+                if conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
+                    conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
+                    conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
             if optimize:
                 conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
             count: int = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
@@ -354,10 +388,9 @@ class Index(Reader):
         cannot be read) when it was read already."""
         rels = [found.rel for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
-            reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
+            reason = _reason(founds[0].key, rels)
             for rel, found in zip(rels, founds, strict=True):
-                batch.problems[rel] = (rel, found.kind, found.key, reason,
-                                       "Rename all but one, so each id names one file", found.mtime_ns, found.size, 1)
+                batch.problems[rel] = (rel, found.kind, found.key, reason, DUPLICATE_FIX, found.mtime_ns, found.size, 1)
             return ["removed" if rel in documents else "problem" for rel in rels]
         found, rel = founds[0], rels[0]
         try:
@@ -365,6 +398,7 @@ class Index(Reader):
                 raise read
             document = read if read is not None else self.vault.read(found.kind, found.key, found.path)
             batch.documents[rel] = self._row(rel, found, document)
+            batch.outcomes[rel] = "updated" if rel in documents else "added"
         except BadFile as exc:
             batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
             return ["removed" if rel in documents else "problem"]
@@ -450,6 +484,76 @@ class Index(Reader):
         except OSError:
             return None
         return Found(self.vault.root, rel, kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+
+
+class _Pass:
+    """One sync's work on the folders that changed: their files looked up a chunk at a time, the
+    changed ones read and judged together (`judge_many`), then planned into the batch, which is
+    written whenever it is full."""
+
+    def __init__(self, index: Index, *, batch: _Batch, counts: Counter[str], total: int,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.index = index
+        self.batch = batch
+        self.counts = counts
+        self.total = total
+        self.progress = progress
+        self.done = self.reported = 0
+        self.reading: list[Found] = []  # read and judged together, then planned
+        self.reading_bytes = 0
+        self.indexed: set[str] = set()  # those of `reading` that have a document row now
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        while self.progress is not None and self.done - self.reported >= 256:
+            self.reported += 256
+            self.progress(self.reported, self.total)
+
+    def folder(self, rel: str) -> _State:
+        """Bring one folder's rows up to date with its files; returns their state as listed now."""
+        index, root = self.index, self.index.vault.root
+        seen = _State()
+        with index._reading() as conn:
+            before = index._folder_row_count(conn, rel)
+        matched = 0  # files that had a row before
+        files = index.vault.folder_files(rel)
+        while chunk := list(islice(files, CHUNK)):
+            with index._reading() as conn:
+                rows = index._folder_rows(conn, rel, [file[0] for file in chunk])
+            for name, kind, key, mtime_ns, size in chunk:
+                seen.add(name, mtime_ns, size)
+                row = rows.get(name)
+                if row is not None:
+                    matched += 1
+                    if row[0] == mtime_ns and row[1] == size:
+                        self.counts["unchanged"] += 1
+                        continue
+                found = Found(root, f"{rel}/{name}", kind, key, mtime_ns, size)
+                if row is not None and row[2] == 1:
+                    self.indexed.add(found.rel)
+                self.reading.append(found)
+                self.reading_bytes += size
+                if len(self.reading) >= JUDGED_TOGETHER or self.reading_bytes >= JUDGED_BYTES:
+                    self.plan_reading()
+            self.advance(len(chunk))
+        if before > matched:  # rows whose file is gone
+            self.gone([(path, document) for path, document in index._folder_paths(rel)
+                       if not os.path.isfile(os.path.join(root, path))])
+        return seen
+
+    def plan_reading(self) -> None:
+        if self.reading:
+            self.counts.update(self.index._plan_read(self.reading, self.indexed, self.batch))
+            self.indexed.clear()
+            self.reading_bytes = 0
+        if len(self.batch) >= BATCH:
+            self.index._flush(self.batch, self.counts)
+
+    def gone(self, rows: list[tuple[str, bool]]) -> None:
+        self.batch.deleted.update(path for path, _ in rows)
+        self.counts["removed"] += sum(document for _, document in rows)
+        if len(self.batch) >= BATCH:
+            self.index._flush(self.batch, self.counts)
 
 
 class _Reset(Exception):

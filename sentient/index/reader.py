@@ -10,10 +10,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sentient.errors import IndexUnavailable
 from sentient.index.schema import (
     _COLUMNS,
+    CHUNK,
     FIX,
     PREFETCH,
     TITLE_WEIGHT,
@@ -217,10 +219,34 @@ class Reader:
         sql = " AND ".join(clause for clause, value in where.items() if value is not None)
         return self._select(f"WHERE {sql}" if sql else "", tuple(v for v in where.values() if v is not None))
 
+    def each(self, kind: str | None = None, *, flagged: bool = False) -> Iterator[IndexedDoc]:
+        """Every indexed document (of one kind), a chunk at a time, in no particular order: what
+        goes through a whole vault holding a chunk of it, not all of it, in memory. `flagged`:
+        only those whose `threat` (the index's judgment) is set."""
+        where = " AND ".join(["id > ?", *(["kind = ?"] if kind is not None else []),
+                              *(["threat IS NOT NULL"] if flagged else [])])
+        after = 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(f"SELECT id, {', '.join(_COLUMNS)} FROM documents WHERE {where} ORDER BY id "
+                                    f"LIMIT {CHUNK}", (after, *([kind] if kind is not None else []))).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            yield from self._documents([row[1:] for row in rows])
+
+    def counts(self) -> dict[str, int]:
+        """How many documents of each kind the index holds."""
+        with self._reading() as conn:
+            return dict(conn.execute("SELECT kind, count(*) FROM documents GROUP BY kind").fetchall())
+
     def _select(self, where: str, params: tuple[str, ...]) -> list[IndexedDoc]:
         with self._reading() as conn:
             rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM documents {where} ORDER BY kind, key, path",
                                 params).fetchall()
+        return self._documents(rows)
+
+    def _documents(self, rows: list[Any]) -> list[IndexedDoc]:
         return [IndexedDoc(kind=r[1], key=r[2], path=self.vault.root / r[0], rel=r[0], title=r[7], revision=r[5],
                            stored_revision=r[6], meta=json.loads(r[8]), body=r[9], scope=r[10], category=r[11],
                            created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
