@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from itertools import islice
 from pathlib import Path
@@ -51,6 +51,7 @@ from sentient.vault.store import Found, Vault
 # A session's knowledge sections (what it was told: pins, the memory index) are not what was said
 # in it: left out of its indexed text, so a search for a remembered word finds the entry, not
 # every session that was told about it.
+_JUDGE = object()  # the threat value of a document not judged yet: _row judges it
 _KNOWLEDGE_SECTION = re.compile(r"^## knowledge · [^\n]*\n.*?(?=^## \S+ · |\Z)", re.MULTILINE | re.DOTALL)
 
 
@@ -58,16 +59,16 @@ class Index(Reader):
     """The search index of one vault. Thread-safe; use as a context manager or call close()."""
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str | Callable[[], str] = "",
-                 judge_many: Callable[[Sequence[Document]], object] | None = None,
+                 judge_many: Callable[[Sequence[Document]], Sequence[Mapping[str, Any] | None]] | None = None,
                  timeout: float = 5.0, broad: int = BROAD_MATCHES, path: Path | None = None) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
         `judge_version` names its verdicts (a function giving the current name, for a judge whose
         pattern set can change while the index is open: the rows are then judged again, by the
-        next sync or update, before any is written under the new name). `judge_many`, when given, judges a
-        sync's documents in batches first (ThreatJudge.judge_many: faster for many short texts),
-        so `judge` finds them cached. `timeout`: seconds to wait for another process's write
-        before IndexUnavailable. `broad`: see search(). `path`: the index file, if not the vault's
-        own (.sentient/index.sqlite)."""
+        next sync or update, before any is written under the new name). `judge_many`, when given,
+        gives the `threat` values of a sync's documents a batch at a time, as `judge` would one by
+        one (ThreatJudge.threats: faster for many short texts, and it keeps none of them).
+        `timeout`: seconds to wait for another process's write before IndexUnavailable. `broad`:
+        see search(). `path`: the index file, if not the vault's own (.sentient/index.sqlite)."""
         self.vault = vault
         self.timeout = timeout
         self.broad = broad
@@ -373,19 +374,22 @@ class Index(Reader):
                 read.append(self.vault.read(found.kind, found.key, found.path))
             except BadFile as exc:
                 read.append(exc)
+        threats: dict[int, Mapping[str, Any] | None] = {}  # id(document) -> its threat value
         if self._judge_many is not None:
+            judged = [document for document in read if isinstance(document, Document)]
             with suppress(Exception):  # whatever fails here fails again, one by one, in _row
-                self._judge_many([document for document in read if isinstance(document, Document)])
+                threats = dict(zip(map(id, judged), self._judge_many(judged), strict=True))
         outcomes = [outcome for found, document in zip(founds, read, strict=True)
-                    for outcome in self._plan([found], documents, batch, document)]
+                    for outcome in self._plan([found], documents, batch, document, threats.get(id(document), _JUDGE))]
         founds.clear()
         return outcomes
 
     def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch,
-              read: Document | BadFile | None = None) -> list[str]:
+              read: Document | BadFile | None = None, threat: Mapping[str, Any] | None | object = _JUDGE) -> list[str]:
         """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
         `documents` holds the paths indexed now; `read` is the one file's document (or why it
-        cannot be read) when it was read already."""
+        cannot be read) when it was read already, `threat` its threat value when judged already
+        (else _JUDGE)."""
         rels = [found.rel for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
             reason = _reason(founds[0].key, rels)
@@ -397,17 +401,23 @@ class Index(Reader):
             if isinstance(read, BadFile):
                 raise read
             document = read if read is not None else self.vault.read(found.kind, found.key, found.path)
-            batch.documents[rel] = self._row(rel, found, document)
+            batch.documents[rel] = self._row(rel, found, document, threat)
             batch.outcomes[rel] = "updated" if rel in documents else "added"
         except BadFile as exc:
             batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
             return ["removed" if rel in documents else "problem"]
         return ["updated" if rel in documents else "added"]
 
-    def _row(self, rel: str, found: Found, document: Document) -> tuple[Any, ...]:
+    def _row(self, rel: str, found: Found, document: Document, judged: object = _JUDGE) -> tuple[Any, ...]:
+        """The row of a document; `judged`: its threat value when judged already, else _JUDGE."""
         meta = document.meta
         try:
-            threat = self._judge(document) if self._judge is not None else meta.get("threat")
+            if self._judge is None:
+                threat = meta.get("threat")
+            elif judged is _JUDGE:
+                threat = self._judge(document)
+            else:
+                threat = judged if isinstance(judged, Mapping) else None
         except Exception as exc:  # an entry that cannot be judged stays out of search, the rest index
             raise BadFile(found.path, f"could not be checked for threats ({type(exc).__name__}: {exc})",
                           "Report this as a bug; the entry stays out of search until it can be checked") from exc
