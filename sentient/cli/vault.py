@@ -67,7 +67,8 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.memory import judge_hit
     query = utf8_argument(" ".join(args.query), "the query")
-    workspace.index.sync()
+    if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
+        workspace.index.sync()
     hits = workspace.index.search(query, kind=args.kind, limit=args.limit)
     judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,20 +20,28 @@ DUPLICATE_FIX = "Rename all but one, so each id names one file"
 
 class _State:
     """A digest of one folder's document files (name, mtime_ns, size), in the order listed, taken
-    a file at a time (nothing is kept per file), and how many there were."""
+    a chunk of files at a time (nothing is kept of them), and how many there were. The same
+    files in the same order give the same digest however they are cut into chunks."""
 
-    __slots__ = ("_digest", "count")
+    __slots__ = ("_names", "_mtimes", "_sizes", "count")
 
     def __init__(self) -> None:
-        self._digest = hashlib.blake2b(digest_size=16)
+        self._names = hashlib.blake2b(digest_size=16)
+        self._mtimes = hashlib.blake2b(digest_size=16)
+        self._sizes = hashlib.blake2b(digest_size=16)
         self.count = 0
 
-    def add(self, name: str, mtime_ns: int, size: int) -> None:
-        self._digest.update(f"{name}\0{mtime_ns}\0{size}\n".encode("utf-8", "surrogateescape"))
-        self.count += 1
+    def add(self, files: list[tuple[str, str, str, int, int]]) -> None:
+        if not files:
+            return
+        names, _, _, mtimes, sizes = zip(*files, strict=True)
+        self._names.update("".join(name + "\0" for name in names).encode("utf-8", "surrogateescape"))
+        self._mtimes.update(array("q", mtimes))
+        self._sizes.update(array("q", sizes))
+        self.count += len(files)
 
     def digest(self) -> bytes:
-        return self._digest.digest()
+        return self._names.digest() + self._mtimes.digest() + self._sizes.digest()
 
 
 def _claims(conn: sqlite3.Connection, kind: str, key: str) -> list[tuple[str, int, int, int | None]]:

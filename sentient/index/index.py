@@ -45,6 +45,7 @@ from sentient.index.schema import (
     _text,
     _when,
 )
+from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
 from sentient.vault.store import Found, Vault
 
@@ -232,8 +233,8 @@ class Index(Reader):
             folders: list[tuple[str, bytes, int]] = []  # (rel, state, files): one a folder, not a file
             for rel, files in self.vault.walk_streams():
                 listed = _State()
-                for name, _, _, mtime_ns, size in files:
-                    listed.add(name, mtime_ns, size)
+                while chunk := list(islice(files, CHUNK)):
+                    listed.add(chunk)
                 if listed.count:
                     folders.append((rel, listed.digest(), listed.count))
             sync = _Pass(self, batch=_Batch(), counts=counts, total=sum(count for _, _, count in folders),
@@ -465,6 +466,33 @@ class Index(Reader):
         self._fingerprint = json.dumps({"max_file_bytes": self.vault.max_file_bytes,
                                         "session_bytes": self.vault.max_bytes("session"), "judge": judge_version})
 
+    # --- the watcher's lease (watched.py) -------------------------------------------------
+
+    def lease(self) -> None:
+        """Say, in the index, that this process keeps it current (its watcher applies every file
+        event): until release(), a command of this vault may search it without a sync first."""
+        mine = json.dumps(this_process())
+        with self._lock:
+            with self._reading() as conn:
+                if self._meta(conn, LEASE) == mine:
+                    return
+            with self._writing() as conn:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (LEASE, mine))
+
+    def release(self) -> None:
+        """Take back this process's lease (events stopped, a batch failed, the watcher stops)."""
+        mine = json.dumps(this_process())
+        with suppress(IndexUnavailable), self._lock, self._writing() as conn:
+            conn.execute("DELETE FROM meta WHERE name = ? AND value = ?", (LEASE, mine))
+
+    def watched(self) -> bool:
+        """Whether a process that runs now keeps this index current, with the settings and the
+        pattern set this one has (else a sync would rebuild it): then a sync finds nothing its
+        watcher has not applied, bar what changed in the last fraction of a second."""
+        with self._reading() as conn:
+            lease, fingerprint = self._meta(conn, LEASE), self._meta(conn, "fingerprint")
+        return fingerprint == self._fingerprint and valid(lease)
+
     def remove(self, path: Path) -> None:
         """One file was deleted. The disk is checked, so a file that came back is kept."""
         self.update(path)
@@ -530,8 +558,8 @@ class _Pass:
         while chunk := list(islice(files, CHUNK)):
             with index._reading() as conn:
                 rows = index._folder_rows(conn, rel, [file[0] for file in chunk])
+            seen.add(chunk)
             for name, kind, key, mtime_ns, size in chunk:
-                seen.add(name, mtime_ns, size)
                 row = rows.get(name)
                 if row is not None:
                     matched += 1
