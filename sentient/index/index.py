@@ -255,13 +255,15 @@ class Index(Reader):
                 progress(sync.total, sync.total)
             sync.plan_reading()
             self._flush(sync.batch, counts)
-            with self._writing() as conn:
-                if self._row_count(conn) != walked:  # rows of folders that hold no documents now
-                    sync.gone(self._rows_outside(conn, {rel for rel, _, _ in folders}))
+            with self._reading() as conn:
+                outside = [] if self._row_count(conn) == walked else \
+                    self._rows_outside(conn, {rel for rel, _, _ in folders})  # in folders that hold no documents now
+            sync.gone(outside)
             self._flush(sync.batch, counts)
-            with self._writing() as conn:
+            with self._reading() as conn:
                 lone = self._lone_duplicates(conn)
             for found in lone:  # the file that claimed an id with others claims it alone now
+                counts["unchanged"] -= 1  # as its problem's row was counted
                 counts.update(self._plan([found], (), sync.batch))
             # after many changes, merge the FTS index into one segment: searches read less, and the
             # watcher's small writes then merge with small segments only (no 40 ms stalls)

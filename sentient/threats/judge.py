@@ -13,12 +13,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sentient.threats.batch import scan_many
 from sentient.threats.patterns import PatternSet
-from sentient.threats.scan import Finding, scan
 from sentient.vault.document import Document
+
+if TYPE_CHECKING:
+    from sentient.threats.scan import Finding
 
 CACHE_ENTRIES = 100_000
 RELOAD_SECONDS = 1.0  # how often a judge with a `source` asks it for a new pattern set
@@ -119,6 +120,8 @@ def _as_words(key: str) -> str:
 
 def judge_text(text: str, patterns: PatternSet, revision: str | None = None) -> Judgment:
     """Judge a text now, without a cache."""
+    from sentient.threats.scan import scan  # here: a verdict looked up needs no scanner
+
     return _judgment(tuple(scan(text, patterns)), patterns, revision if revision is not None else text_revision(text))
 
 
@@ -267,6 +270,8 @@ class ThreatJudge:
         entries, as when an index is built. They are cached, so reading them afterwards with
         `judge` is a lookup; with `keep=False` they are not (an index sync keeps its verdicts in
         the index, and a cache of them all would grow with the vault up to CACHE_ENTRIES)."""
+        from sentient.threats.batch import scan_many
+
         self.reload()
         patterns = self.patterns
         keys = [(text_revision(s) if isinstance(s, str) else judged_revision(s), patterns.fingerprint)
