@@ -57,18 +57,29 @@ def environment() -> dict[str, str]:
     return env
 
 
-def timed_child(command: list[str], cwd: Path | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS MB) of a child, its RSS exactly (wait4), not the largest so far."""
-    start = time.perf_counter()
-    child = subprocess.Popen(command, cwd=cwd, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert child.stderr is not None
-    err = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    elapsed = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}): {err[-2000:].decode()}")
-    return elapsed, usage.ru_maxrss / 1024
+# Children are started by this small launcher, which forks (a real fork of a small process) and
+# execs the command, then reports the time it took and its peak RSS. Started straight from
+# this process, a child's ru_maxrss would start at this process's own peak: Python starts
+# children with vfork, and exec records the peak of the memory it leaves (this process's).
+LAUNCHER = """import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\nLAUNCHED {time.perf_counter() - start} {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def timed_child(command: list[str]) -> tuple[float, float]:
+    """(seconds, peak RSS MB) of one whole process, started by LAUNCHER."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], env=environment(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    last = done.stderr.rstrip().rpartition("\n")[2].split()
+    if done.returncode not in (0, 1) or not last or last[0] != "LAUNCHED":
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return float(last[1]), int(last[2]) / 1024
 
 
 def prepare(size: int, out: Path) -> Path:
