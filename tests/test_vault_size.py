@@ -284,3 +284,19 @@ def test_a_lease_of_a_process_that_is_gone_counts_for_nothing(watched: tuple[Wor
     assert not workspace.index.watched()
     write(root, "memory/tapir.md", "Tapir", "A tapir at the zoo.")
     assert [hit["id"] for hit in search(root, "tapir")] == ["tapir"]
+
+
+def test_files_gone_from_the_end_of_a_folders_listing_lose_their_rows(tmp_path: Path, small_batches: None) -> None:
+    """Every chunk left is the one stored, only the last is gone: the folder is looked at all
+    the same (its count of chunks is not the one stored)."""
+    root = tmp_path / "vault"
+    for number in range(7):
+        write(root, f"memory/entry-{number}.md", f"Entry {number}", "A word.")
+    with Index(Vault(root)) as index:
+        index.sync()
+        listed = [entry.name for entry in os.scandir(root / "memory")]
+        for name in listed[6:]:  # the third chunk (of 3), whole
+            (root / "memory" / name).unlink()
+        report = index.sync()
+        assert (report.removed, report.unchanged) == (1, 6)
+        assert {doc.key for doc in index.documents()} == {name[:-3] for name in listed[:6]}

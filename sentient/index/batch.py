@@ -19,29 +19,37 @@ DUPLICATE_FIX = "Rename all but one, so each id names one file"
 
 
 class _State:
-    """A digest of one folder's document files (name, mtime_ns, size), in the order listed, taken
-    a chunk of files at a time (nothing is kept of them), and how many there were. The same
-    files in the same order give the same digest however they are cut into chunks."""
+    """A folder's state: a digest of each chunk of its document files (name, mtime_ns, size), in
+    the order listed, taken as they are listed (nothing is kept of the files), and how many
+    there were. A chunk whose digest is the one stored for it holds the very files whose rows
+    the index holds."""
 
-    __slots__ = ("_names", "_mtimes", "_sizes", "count")
+    __slots__ = ("_chunks", "count")
 
     def __init__(self) -> None:
-        self._names = hashlib.blake2b(digest_size=16)
-        self._mtimes = hashlib.blake2b(digest_size=16)
-        self._sizes = hashlib.blake2b(digest_size=16)
+        self._chunks: list[bytes] = []
         self.count = 0
 
-    def add(self, files: list[tuple[str, str, str, int, int]]) -> None:
-        if not files:
-            return
+    def add(self, files: list[tuple[str, str, str, int, int]]) -> bytes:
+        """Take the next chunk of the folder's files; returns its digest."""
         names, _, _, mtimes, sizes = zip(*files, strict=True)
-        self._names.update("".join(name + "\0" for name in names).encode("utf-8", "surrogateescape"))
-        self._mtimes.update(array("q", mtimes))
-        self._sizes.update(array("q", sizes))
+        digest = hashlib.blake2b("".join(name + "\0" for name in names).encode("utf-8", "surrogateescape"),
+                                 digest_size=DIGEST)
+        digest.update(array("q", mtimes))
+        digest.update(array("q", sizes))
+        self._chunks.append(digest.digest())
         self.count += len(files)
+        return self._chunks[-1]
 
     def digest(self) -> bytes:
-        return self._names.digest() + self._mtimes.digest() + self._sizes.digest()
+        return b"".join(self._chunks)
+
+
+DIGEST = 16  # bytes of a chunk's digest
+
+
+def _chunk_digests(state: bytes) -> list[bytes]:
+    return [state[start : start + DIGEST] for start in range(0, len(state), DIGEST)]
 
 
 def _claims(conn: sqlite3.Connection, kind: str, key: str) -> list[tuple[str, int, int, int | None]]:

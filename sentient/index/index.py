@@ -21,6 +21,7 @@ from sentient.errors import BadFile, IndexUnavailable
 from sentient.index.batch import (
     DUPLICATE_FIX,
     _Batch,
+    _chunk_digests,
     _clashes,
     _mark_duplicates,
     _reason,
@@ -47,7 +48,7 @@ from sentient.index.schema import (
 )
 from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
-from sentient.vault.store import Found, Vault
+from sentient.vault.store import File, Found, Vault
 
 # A session's knowledge sections (what it was told: pins, the memory index) are not what was said
 # in it: left out of its indexed text, so a search for a remembered word finds the entry, not
@@ -210,12 +211,13 @@ class Index(Reader):
         waits one batch at most; this process's own writers wait for the whole sync (self._lock).
 
         Memory is bounded by the batch, not the vault: nothing is held per file or row of the vault.
-        A first walk takes each folder's state, a digest of its document files' (name, mtime_ns,
-        size) as listed; a folder whose state is the one a sync last stored is skipped whole,
-        without loading its rows (loading a row costs about what the stat of its file costs). The
-        files of other folders are listed again and looked up in the index a chunk at a time;
-        rows whose file is gone are found by their count. Files claiming one id are found by the
-        index's (kind, key) lookups as their rows are written (_clashes)."""
+        Each folder's files are taken a chunk at a time as the walk lists them (with their stat);
+        a chunk whose digest of (name, mtime_ns, size) is the one a sync stored for it is skipped
+        without loading its rows (loading a row costs about what the stat of its file costs), the
+        files of any other chunk are looked up in the index. Rows whose file is gone are found by
+        their count, files claiming one id by the index's (kind, key) lookups as their rows are
+        written (_clashes). A folder's stored state is dropped whenever a row in it is written.
+        `progress`' total is the number of files the last sync found (counted first when none)."""
         start = time.perf_counter()
         counts: Counter[str] = Counter()
         with self._lock:
@@ -230,34 +232,28 @@ class Index(Reader):
                 data_version = conn.execute("PRAGMA data_version").fetchone()[0]
                 stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
                 self._first_new = conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]
-            folders: list[tuple[str, bytes, int]] = []  # (rel, state, files): one a folder, not a file
-            for rel, files in self.vault.walk_streams():
-                listed = _State()
-                while chunk := list(islice(files, CHUNK)):
-                    listed.add(chunk)
-                if listed.count:
-                    folders.append((rel, listed.digest(), listed.count))
-            sync = _Pass(self, batch=_Batch(), counts=counts, total=sum(count for _, _, count in folders),
-                         progress=progress)
+            total = sum(files for _, files in stored.values())
+            if not stored and progress is not None:  # nothing known yet: count the files, for the progress
+                total = sum(1 for _, files in self.vault.walk_streams() for _ in files)
+            sync = _Pass(self, batch=_Batch(), counts=counts, total=total, progress=progress)
             fresh: list[tuple[str, bytes, int]] = []  # states to store: folders whose every file has its row
+            listed: set[str] = set()  # folders holding documents: one entry a folder, not a file
             walked = 0  # files that have their row once the sync is done
-            for rel, state, count in folders:
-                if stored.get(rel) == (state, count):
-                    counts["unchanged"] += count
-                    walked += count
-                    sync.advance(count)
-                    continue
-                seen = sync.folder(rel)
+            for rel, files in self.vault.walk_streams():
+                known = stored.get(rel)
+                seen, changed = sync.folder(rel, files, None if known is None else _chunk_digests(known[0]))
                 walked += seen.count
                 if seen.count:
-                    fresh.append((rel, seen.digest(), seen.count))
-            if progress is not None and (sync.reported != sync.total or sync.total == 0):
-                progress(sync.total, sync.total)
+                    listed.add(rel)
+                    if changed:
+                        fresh.append((rel, seen.digest(), seen.count))
+            if progress is not None and (sync.reported != sync.done or sync.done == 0):
+                progress(sync.done, sync.done)
             sync.plan_reading()
             self._flush(sync.batch, counts)
             with self._reading() as conn:
                 outside = [] if self._row_count(conn) == walked else \
-                    self._rows_outside(conn, {rel for rel, _, _ in folders})  # in folders that hold no documents now
+                    self._rows_outside(conn, listed)  # in folders that hold no documents now
             sync.gone(outside)
             self._flush(sync.batch, counts)
             with self._reading() as conn:
@@ -268,7 +264,7 @@ class Index(Reader):
             # after many changes, merge the FTS index into one segment: searches read less, and the
             # watcher's small writes then merge with small segments only (no 40 ms stalls)
             optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
-            stale = stored.keys() - {rel for rel, _, _ in folders}
+            stale = stored.keys() - listed
             problem_count = self._flush(sync.batch, counts, optimize=optimize, states=(data_version, fresh, stale))
         self._check_label()
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
@@ -547,20 +543,29 @@ class _Pass:
         self.done += count
         while self.progress is not None and self.done - self.reported >= 256:
             self.reported += 256
-            self.progress(self.reported, self.total)
+            self.progress(self.reported, max(self.total, self.reported))  # total: as the last sync found
 
-    def folder(self, rel: str) -> _State:
-        """Bring one folder's rows up to date with its files; returns their state as listed now."""
+    def folder(self, rel: str, files: Iterator[File], known: list[bytes] | None) -> tuple[_State, bool]:
+        """Bring one folder's rows up to date with its files, as they are listed: a chunk whose
+        digest is the one `known` (the state stored) has for it is skipped, the files of any
+        other are looked up in the index. Returns the folder's state as listed now, and whether
+        it is not the one stored."""
         index, root = self.index, self.index.vault.root
         seen = _State()
-        with index._reading() as conn:
-            before = index._folder_row_count(conn, rel)
+        before: int | None = None  # rows in the folder before this sync wrote any
         matched = 0  # files that had a row before
-        files = index.vault.folder_files(rel)
+        number = 0  # of the chunk
         while chunk := list(islice(files, CHUNK)):
+            number += 1
+            if seen.add(chunk) == (known[number - 1] if known is not None and number <= len(known) else None):
+                matched += len(chunk)
+                self.counts["unchanged"] += len(chunk)
+                self.advance(len(chunk))
+                continue
             with index._reading() as conn:
+                if before is None:
+                    before = index._folder_row_count(conn, rel)
                 rows = index._folder_rows(conn, rel, [file[0] for file in chunk])
-            seen.add(chunk)
             for name, kind, key, mtime_ns, size in chunk:
                 row = rows.get(name)
                 if row is not None:
@@ -576,10 +581,14 @@ class _Pass:
                 if len(self.reading) >= JUDGED_TOGETHER or self.reading_bytes >= JUDGED_BYTES:
                     self.plan_reading()
             self.advance(len(chunk))
-        if before > matched:  # rows whose file is gone
+        changed = before is not None or known is None or len(known) != number
+        if changed and before is None:  # chunks gone from its end: nothing of it written yet
+            with index._reading() as conn:
+                before = index._folder_row_count(conn, rel)
+        if before is not None and before > matched:  # rows whose file is gone
             self.gone([(path, document) for path, document in index._folder_paths(rel)
                        if not os.path.isfile(os.path.join(root, path))])
-        return seen
+        return seen, changed
 
     def plan_reading(self) -> None:
         if self.reading:
