@@ -296,14 +296,15 @@ def machine() -> str:
 NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cProfile, `-X importtime`):
 
 - **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here and the
-  minimal search about 60 ms. `import sentient.cli` takes 180-190 ms, of which `sentient.config`
-  (Pydantic and the settings models) is about 100 ms, the index and vault modules about 30 ms
-  and the pattern set's classes about 20 ms; the search itself, with the index watched, about
-  20 ms in `main()`. So one search with the index watched takes 0.25-0.35 s here against the
-  minimal process's 0.06 s, nearly all of it start-up, which a loaded machine slows most.
-  Replacing Pydantic in the settings is what is left to win there. What was there before:
-  every command compiled the pattern set (0.15-0.4 s; now read back from `.sentient/patterns.cache`
-  in about 4 ms) and imported the scanner, Hyperscan, the facts and the agent (now on first use).
+  minimal search 40-60 ms. `import sentient.cli` takes about 180 ms, of which `sentient.config`
+  is about 100 ms (Pydantic's own modules 50 ms, making the fourteen settings models 40 ms, with
+  or without `defer_build`), the index and vault modules about 35 ms and the pattern set's
+  classes about 15 ms; the search itself, with the index watched, takes about 20 ms of `main()`.
+  So one search with the index watched takes about 0.21 s against the minimal process's 0.04 s,
+  nearly all of it start-up: Pydantic in the settings is what is left to win there (sentient/
+  config.py). What was there before: every command compiled the pattern set (0.15-0.4 s; now
+  read back from `.sentient/patterns.cache` in about 4 ms) and imported the scanner, Hyperscan,
+  the facts and the agent (now on first use).
 - **A search with no server syncs first**: a walk that stats every file (0.5-1 s at 100,000
   entries; 1.1-1.4x the minimal resync). With `sentient serve` running, its watcher holds the
   index's lease and the search does not walk at all.
@@ -313,8 +314,10 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   the batch being judged and written (up to 5,000 files or 4 MB, with the scan's views of them),
   SQLite's and FTS5's buffers, and the imports (about 40 MB). The minimal indexer holds every
   row's path in a dict for a resync, which is why its no-change RSS grows with the vault.
-- **One file edited** costs a second walk of its folder (memory/ holds 65% of the entries here)
-  and a lookup of that folder's rows, 2,000 at a time; an unchanged folder is skipped whole.
+- **One file edited** costs what no change costs, plus one chunk of its folder looked up (the
+  folder's files are taken 2,000 at a time as listed; a chunk whose digest is the stored one is
+  skipped) and the file read and judged. A file added or removed changes the chunks after it in
+  the listing, which are then looked up too.
 - Before this work (commit fd7b276, same machine, 2026-12-07 07:50 UTC, loaded): at 100,000 entries
   a cold `sentient index` took 33.3 s at 580 MB peak RSS, a no-change one 7.6 s at 483 MB (it
   loaded every document to count them), and one `sentient search` 2.8 s.
