@@ -15,6 +15,7 @@ from typing import Any
 from sentient.errors import IndexUnavailable
 from sentient.index.schema import (
     _COLUMNS,
+    _NEWEST,
     CHUNK,
     FIX,
     PREFETCH,
@@ -262,19 +263,31 @@ class Reader:
                 "ORDER BY coalesce(nullif(created, ''), ''), key", (user,)).fetchall()
         return [(r[0], r[1], r[2] if isinstance(r[2], str) else None, str(r[3])) for r in rows]
 
-    def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
+    def newest(self, kind: str, scopes: Sequence[str], *, flagged: bool = False,
+               limit: int | None = None) -> list[Listed]:
         """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
-        of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""
+        of thousands needs, without the frontmatter, paths or typed rows of `documents()`.
+        `flagged`: only those whose `threat` (the index's judgment) is set; `limit`: the newest
+        this many (read along the index of newest first, not sorted whole)."""
         marks = ", ".join("?" for _ in scopes)
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT key, title, body, category, revision, json_extract(frontmatter, '$.threat.allowed_revision'), "
                 "json_extract(frontmatter, '$.source'), untrusted "
                 f"FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN ({marks})) "
-                "ORDER BY coalesce(nullif(updated, ''), nullif(created, ''), '') DESC, key DESC",
+                + ("AND threat IS NOT NULL " if flagged else "")
+                + f"ORDER BY {_NEWEST} DESC, key DESC" + ("" if limit is None else f" LIMIT {int(limit)}"),
                 (kind, *scopes)).fetchall()
         return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None,
                        r[6] if isinstance(r[6], str) else None, bool(r[7])) for r in rows]  # fmt: skip
+
+    def count(self, kind: str, scopes: Sequence[str]) -> int:
+        """How many documents of one kind are in `scopes` (or have no scope)."""
+        marks = ", ".join("?" for _ in scopes)
+        with self._reading() as conn:
+            found: int = conn.execute(f"SELECT count(*) FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN "
+                                      f"({marks}))", (kind, *scopes)).fetchone()[0]
+        return found
 
     def problems(self) -> list[Problem]:
         """The vault's folders that cannot be listed (looked at now), then the files that cannot be read."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from sentient.vault.document import Document
 
-SCHEMA_VERSION = 4  # 3: a session's knowledge sections are not indexed; 4: problems by (kind, key)
+SCHEMA_VERSION = 4  # 3: a session's knowledge sections are not indexed; 4: problems by (kind, key), newest first
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
@@ -31,6 +31,7 @@ BROAD_MATCHES = 3000
 PREFETCH = 4
 FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
 
+_NEWEST = "coalesce(nullif(updated, ''), nullif(created, ''), '')"  # when a document last changed, as text
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
             "body", "scope", "category", "created", "updated", "untrusted", "threat")
 _SCHEMA = (
@@ -40,6 +41,8 @@ _SCHEMA = (
         stored_revision TEXT, title TEXT NOT NULL, frontmatter TEXT NOT NULL, body TEXT NOT NULL, scope TEXT,
         category TEXT, created TEXT, updated TEXT, untrusted INTEGER NOT NULL, threat TEXT)""",
     "CREATE INDEX documents_kind_key ON documents (kind, key)",
+    # a listing newest first (Index.newest) reads its first rows along this, without sorting them all
+    f"CREATE INDEX documents_newest ON documents (kind, {_NEWEST} DESC, key DESC)",
     """CREATE VIRTUAL TABLE documents_fts USING fts5(title, body, content='documents', content_rowid='id',
         tokenize='porter unicode61 remove_diacritics 2')""",
     """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,

@@ -38,17 +38,19 @@ if TYPE_CHECKING:
         text_revision,
     )
     from sentient.threats.patterns import CLASSES, PATTERNS_FILE, Pattern, PatternSet
-    from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
     from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, normalise
 
-# What each name is imported from, on first use (PEP 562): a command that only looks a verdict
+# `scan` is imported now: importing the module scan.py (on first use, by another) would make the
+# package's `scan` that module, and no longer the function.
+from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
+
+# What each other name is imported from, on first use (PEP 562): a command that only looks a verdict
 # up (`sentient search`) does not import the scanner, Hyperscan or the helper processes.
 _FROM = {
     "scan_many": "batch",
     **dict.fromkeys(("CACHE_ENTRIES", "Judgment", "ThreatJudge", "allowed_revision", "is_withheld", "judge_text",
                      "judged_revision", "judged_text", "text_revision"), "judge"),
     **dict.fromkeys(("CLASSES", "PATTERNS_FILE", "Pattern", "PatternSet"), "patterns"),
-    **dict.fromkeys(("EXCERPT_CHARS", "Finding", "first_match", "scan"), "scan"),
     **dict.fromkeys(("NORMALISER_VERSION", "VIEWS", "Normalised", "normalise"), "views"),
 }
 
