@@ -180,6 +180,11 @@ def peak_of(pid: int) -> float:
     return float("nan")
 
 
+def partial(r: dict[str, Any]) -> None:
+    """The figures of a size so far, on stderr (a run of a million entries takes a while)."""
+    print(f"  {r['size']} so far: {json.dumps(r)}", file=sys.stderr, flush=True)
+
+
 def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
     root = prepare(size, out)
     db = root / ".minimal.sqlite"
@@ -190,6 +195,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     r["floor_cold"], r["floor_cold_rss"] = timed_child(minimal_index)
     r["cold"], r["cold_rss"] = timed_child(index)
+    partial(r)
     nochange, floor_nochange, rss, floor_rss = [], [], [], []
     for _ in range(3):
         seconds, mb = timed_child(index)
@@ -200,6 +206,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
         floor_rss.append(mb)
     r.update(nochange=statistics.median(nochange), nochange_rss=max(rss),
              floor_nochange=statistics.median(floor_nochange), floor_nochange_rss=max(floor_rss))
+    partial(r)
     entry = sorted((root / "memory").glob("*.md"))[size // 2]
     original = entry.read_bytes()
     updates, floor_updates = [], []
@@ -213,6 +220,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
     timed_child(index)
     timed_child(minimal_index)
     r.update(update=statistics.median(updates), floor_update=statistics.median(floor_updates))
+    partial(r)
     queries = words(searches, 7)
     synced, floor_search = [], []
     for query in queries:
@@ -220,6 +228,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
         floor_search.append(timed_child([*MINIMAL, "search", str(db), *query.split()])[0])
     r.update(search_synced_p50=statistics.median(synced), search_synced_p95=percentile(synced, 0.95),
              floor_process_p50=statistics.median(floor_search), floor_process_p95=percentile(floor_search, 0.95))
+    partial(r)
     server, started = serve(root)
     try:
         r["serve_start"], r["serve_rss"] = started, peak_of(server.pid)
