@@ -41,8 +41,9 @@ _SCHEMA = (
         stored_revision TEXT, title TEXT NOT NULL, frontmatter TEXT NOT NULL, body TEXT NOT NULL, scope TEXT,
         category TEXT, created TEXT, updated TEXT, untrusted INTEGER NOT NULL, threat TEXT)""",
     "CREATE INDEX documents_kind_key ON documents (kind, key)",
-    # a listing newest first (Index.newest) reads its first rows along this, without sorting them all
-    f"CREATE INDEX documents_newest ON documents (kind, {_NEWEST} DESC, key DESC)",
+    # a listing newest first (Index.newest) reads its first rows along this, without sorting them all,
+    # and counts a kind's rows in some scopes (Index.count) from it alone
+    f"CREATE INDEX documents_newest ON documents (kind, {_NEWEST} DESC, key DESC, scope)",
     """CREATE VIRTUAL TABLE documents_fts USING fts5(title, body, content='documents', content_rowid='id',
         tokenize='porter unicode61 remove_diacritics 2')""",
     """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,
