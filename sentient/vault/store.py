@@ -243,17 +243,6 @@ class Vault:
             if _reaches(place, kinds):
                 yield from self._walk_streams(os.path.join(root, top), top, place, kinds)
 
-    def folder_files(self, rel: str) -> Iterator[File]:
-        """The document files right in one folder of the vault (rel as walk_streams gives it), as
-        they are listed: (name, kind, key, mtime_ns, size). None when the folder holds none."""
-        top, *parts = rel.split("/")
-        place: _Place | None = _TOPS.get(top)
-        for part in parts:
-            place = None if place is None else _subfolder(place, part)
-        if place is None:
-            return iter(())
-        return self._files(os.path.join(str(self.root), rel), rel, place, None, [], set())
-
     def _walk_streams(self, folder: str, rel: str, place: _Place,
                       kinds: set[str] | None) -> Iterator[tuple[str, Iterator[File]]]:
         subfolders: list[tuple[str, str, _Place]] = []
