@@ -171,7 +171,7 @@ def phase_judged(root: Path) -> dict[str, Any]:
     shutil.rmtree(root / ".sentient", ignore_errors=True)
     patterns = PatternSet.load()
     judge = ThreatJudge(patterns)
-    with Index(Vault(root), judge=judge, judge_version=patterns.fingerprint, judge_many=judge.judge_many) as index:
+    with Index(Vault(root), judge=judge, judge_version=patterns.fingerprint, judge_many=judge.threats) as index:
         report = index.sync()
     return {"cold_judged": report.elapsed}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from sentient.errors import BadFile
@@ -91,7 +90,7 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
     flagged, and (given a model client) whether each model answers."""
     index = workspace.index
     index.sync()
-    counts = Counter(doc.kind for doc in index.documents())
+    counts = index.counts()
     return Diagnosis(
         vault=str(workspace.vault.root),
         counts={name: counts.get(name, 0) for name in KINDS},

@@ -315,10 +315,20 @@ class KnowledgeBuilder:
         if cached is not None:
             return cached
         withheld = self.workspace.withheld_row
-        rows = [row for row in index.newest("memory", ["global", scope] if scope else ["global"]) if not withheld(row)]
+        scopes = ["global", scope] if scope else ["global"]
+        shown = self.workspace.settings.chat.knowledge_entries
+        if index.judge_version == key[2]:
+            # The index judged every row with the set judging now: only a row it flagged can be
+            # withheld, so the newest few are read, not every entry (a vault of a million).
+            hidden = {row.key for row in index.newest("memory", scopes, flagged=True) if withheld(row)}
+            rows = [row for row in index.newest("memory", scopes, limit=shown + len(hidden)) if row.key not in hidden]
+            total = index.count("memory", scopes) - len(hidden)
+        else:
+            rows = [row for row in index.newest("memory", scopes) if not withheld(row)]
+            total = len(rows)
         entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision,
-                                   row.untrusted) for row in rows[: self.workspace.settings.chat.knowledge_entries])
-        built = MemoryIndex(entries, len(rows))
+                                   row.untrusted) for row in rows[:shown])
+        built = MemoryIndex(entries, total)
         with self._lock:
             self._cache = {k: v for k, v in self._cache.items() if k[0] == key[0]}
             self._cache[key] = built

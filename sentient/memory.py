@@ -161,10 +161,14 @@ def whole_memory_readable(workspace: Workspace) -> list[Problem]:
 
 def flagged_everywhere(workspace: Workspace) -> list[EntryView]:
     """Every flagged file of every kind that is scanned, for doctor and the API."""
-    workspace.index.sync()
+    index = workspace.index
+    index.sync()
+    # judged by the index with the set judging now: a row it found nothing in is no flagged file
+    judged = index.judge_version == workspace.judge_fingerprint
     found: list[EntryView] = []
-    for kind in THREAT_KINDS:
-        found += [v for v in (view(workspace, d) for d in workspace.index.documents(kind)) if v.flagged]
+    for kind in THREAT_KINDS:  # a chunk of the index at a time, never all of it
+        views = [v for v in (view(workspace, d) for d in index.each(kind, flagged=judged)) if v.flagged]
+        found += sorted(views, key=lambda v: (v.id, v.path))
     return found
 
 

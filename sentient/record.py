@@ -39,14 +39,16 @@ def _records(document_kind: str) -> bool:
 
 
 def stale(workspace: Workspace, *, unrecorded: bool = True) -> list[IndexedDoc]:
-    """The documents whose stored revision or threat judgment is not what they are now. A file
-    that holds no revision at all (made by hand, never written by the app) counts only with
-    `unrecorded`: nothing in its frontmatter is out of date (what `doctor` reports), but
-    `--record` writes its revision in all the same."""
+    """The documents whose stored revision or threat judgment is not what they are now, by kind,
+    key and path (the index is gone through a chunk at a time). A file that holds no revision at
+    all (made by hand, never written by the app) counts only with `unrecorded`: nothing in its
+    frontmatter is out of date (what `doctor` reports), but `--record` writes its revision in all
+    the same."""
     workspace.index.sync()
-    return [doc for doc in workspace.index.documents()
-            if _records(doc.kind) and (_threat(doc.meta.get("threat")) != _threat(doc.threat)
-                                       or (doc.edited_outside and (unrecorded or doc.stored_revision is not None)))]
+    found = [doc for doc in workspace.index.each()
+             if _records(doc.kind) and (_threat(doc.meta.get("threat")) != _threat(doc.threat)
+                                        or (doc.edited_outside and (unrecorded or doc.stored_revision is not None)))]
+    return sorted(found, key=lambda doc: (doc.kind, doc.key, doc.rel))
 
 
 def record(workspace: Workspace) -> Recorded:

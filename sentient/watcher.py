@@ -16,6 +16,10 @@ If file events stop (the observer thread died, or it could not start: the inotif
 the worker logs a warning naming the vault and the reason and syncs every
 `fallback_interval` seconds instead: `mode` says "polling" and `workspace.watching` goes back
 to False, so chat turns sync before they read again.
+
+While events flow and what they said is applied, the index holds the watcher's lease
+(index/watched.py), so that a command of this vault (`sentient search`) needs no sync first;
+it is dropped when events stop, a batch fails, or the watcher stops.
 """
 
 from __future__ import annotations
@@ -167,6 +171,7 @@ class Watcher:
         if worker is not None and worker is not threading.current_thread():
             worker.join()
         self._set_mode("stopped", None)
+        self._release()
 
     def __enter__(self) -> Watcher:
         self.start()
@@ -232,6 +237,7 @@ class Watcher:
         self.workspace.watching = mode == "events"  # otherwise chat turns sync before reading
 
     def _fall_back(self, reason: str) -> None:
+        self._release()
         log.warning("watcher: file events for the vault %s stopped (%s); syncing the index every %g s instead",
                     self.root, reason, self.fallback_interval)
         self._set_mode("polling", reason)
@@ -331,6 +337,7 @@ class Watcher:
             self._failed(exc, f"{len(paths)} changed file(s)")
             return
         self._counts["batches"] += 1
+        self._lease()
         self._changed(paths)
 
     def _sync(self, why: str, paths: set[Path] | None = None) -> None:
@@ -340,6 +347,7 @@ class Watcher:
             self._failed(exc, f"a sync ({why})")
             return
         self._counts["syncs"] += 1
+        self._lease()
         if paths is not None:
             self._changed(paths)
         elif report.added or report.updated or report.removed:
@@ -347,10 +355,25 @@ class Watcher:
 
     def _failed(self, exc: Exception, what: str) -> None:
         self._counts["errors"] += 1
+        self._release()
         log.warning("watcher: could not index %s in %s (%s); retrying with a sync in %g s",
                     what, self.root, exc, self.fallback_interval)
         with self._wake:
             self._next_sync = min(self._next_sync, time.monotonic() + self.fallback_interval)
+
+    def _lease(self) -> None:
+        """While file events flow and what they said is applied, say so in the index (its lease,
+        index/watched.py): a command of this vault then searches without a sync first."""
+        if self._mode != "events":
+            return
+        try:
+            self.workspace.index.lease()
+        except Exception as exc:  # commands then sync first, as without a watcher
+            log.warning("watcher: could not say in the index of %s that it is watched (%s)", self.root, exc)
+
+    def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self.workspace.index.release()
 
     def _changed(self, paths: set[Path]) -> None:
         if self.on_change is None:

@@ -31,7 +31,7 @@ class Workspace:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
             self._index = Index(self.vault, judge=self.judge, judge_version=lambda: self.judge_fingerprint,
-                                judge_many=self.judge.judge_many, path=self.index_path)
+                                judge_many=self.judge.threats, path=self.index_path)
         return self._index
 
     @property
@@ -98,8 +98,11 @@ class Workspace:
 
 
 def load_patterns(settings: Settings) -> PatternSet:
-    """The packaged pattern set plus the vault's own (sentient.yaml `threats:`)."""
-    return PatternSet.load(settings.threats.patterns or None, _patterns_file(settings))
+    """The packaged pattern set plus the vault's own (sentient.yaml `threats:`), compiled once and
+    kept in `.sentient/` for the next process (threats/compiled.py)."""
+    from sentient.threats.compiled import load_compiled
+
+    return load_compiled(settings.threats.patterns or None, _patterns_file(settings), settings.state_dir)
 
 
 def _patterns_file(settings: Settings) -> Path | None:

@@ -380,9 +380,9 @@ def test_a_sync_judges_its_documents_in_batches_first(vault: Vault, monkeypatch:
     judge = ThreatJudge(PatternSet.load())
     batches: list[int] = []
 
-    def judge_many(documents: Any) -> object:
+    def judge_many(documents: Any) -> list[dict[str, Any] | None]:
         batches.append(len(documents))
-        return judge.judge_many(documents)
+        return judge.threats(documents)
 
     with Index(vault, judge=judge, judge_version="1", judge_many=judge_many) as batched:
         batched.sync()

@@ -27,7 +27,6 @@ from sentient.cli.serve import bind, listen
 from sentient.cli.vault import cmd_init, doctors_patterns
 from sentient.config import NoVaultHere, Settings, load_settings
 from sentient.errors import SentientError
-from sentient.threats import parallel
 from sentient.workspace import Workspace, open_workspace
 
 __all__ = ["build_parser", "listen", "main", "run"]
@@ -105,6 +104,8 @@ def run(argv: list[str]) -> int:
             raise failure or SentientError("no vault")
         handler: Command = args.handler
         if args.command == "scan" and any(os.path.isdir(path) for path in args.paths):
+            from sentient.threats import parallel
+
             parallel.warm_up()  # a folder may hold megabytes: helpers start while the patterns load
         if args.command == "doctor":
             args.patterns, args.patterns_error = doctors_patterns(settings)

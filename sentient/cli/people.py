@@ -7,7 +7,6 @@ import argparse
 import json
 from typing import Any
 
-from sentient.facts import caller, callers, forget
 from sentient.workspace import Workspace
 
 
@@ -28,6 +27,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_people_list(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.facts import callers
     rows = callers(workspace)
     if args.json:
         print(json.dumps({"people": rows}, ensure_ascii=False, indent=2))
@@ -41,6 +41,7 @@ def cmd_people_list(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_people_show(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.facts import caller
     held = caller(workspace, args.user)
     if args.json:
         print(json.dumps(held, ensure_ascii=False, indent=2))
@@ -61,6 +62,7 @@ def cmd_people_show(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_people_forget(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.facts import forget
     done = forget(workspace, args.user, args.persona)
     about = f" with {args.persona}" if args.persona else ""
     print(f"forgot {args.user}{about}: {len(done['removed'])} files removed (git history keeps them)")

@@ -9,9 +9,10 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sentient.threats import Finding, PatternSet, scan_many
+if TYPE_CHECKING:
+    from sentient.threats import Finding, PatternSet
 from sentient.workspace import Workspace
 
 BINARY = "not text (it holds binary data)"
@@ -85,6 +86,8 @@ def _scanned(inputs: Iterator[Input], patterns: PatternSet) -> Iterator[tuple[In
             size += len(given.text or "")
             if len(group) >= SCANNED_TOGETHER or size >= SCANNED_CHARS:
                 break
+        from sentient.threats import scan_many
+
         found = iter(scan_many([given.text for given in group if given.text is not None], patterns))
         for given in group:
             yield given, (next(found) if given.text is not None else [])

@@ -53,9 +53,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     index = workspace.index
     report = index.rebuild(progress) if args.rebuild else index.sync(progress)
     progress.finish()
-    counts: dict[str, int] = {}
-    for doc in index.documents():
-        counts[doc.kind] = counts.get(doc.kind, 0) + 1
+    counts = index.counts()
     held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
     print(f"{workspace.vault.root}: {held or 'nothing yet'}")
     problems = f"; {report.problems} unreadable (see `sentient doctor`)" if report.problems else ""
@@ -70,7 +68,8 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.memory import judge_hit
     from sentient.search import find, snippet_line
     query = utf8_argument(" ".join(args.query), "the query")
-    workspace.index.sync()
+    if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
+        workspace.index.sync()
     found = find(workspace.index, query, kind=args.kind, limit=args.limit)
     hits = found.hits
     judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]

@@ -4,25 +4,37 @@ is Reader (reader.py), which Index derives from."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sentient.errors import BadFile, IndexUnavailable
-from sentient.index.batch import _Batch, _folder_state, _repeated_keys
+from sentient.index.batch import (
+    DUPLICATE_FIX,
+    _Batch,
+    _chunk_digests,
+    _clashes,
+    _mark_duplicates,
+    _reason,
+    _restate_duplicates,
+    _State,
+)
 from sentient.index.reader import Reader
 from sentient.index.schema import (
     _JSON,
     _SCHEMA,
     BATCH,
     BROAD_MATCHES,
+    CHUNK,
     DB_NAME,
     JUDGED_BYTES,
     JUDGED_TOGETHER,
@@ -34,12 +46,14 @@ from sentient.index.schema import (
     _text,
     _when,
 )
+from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
-from sentient.vault.store import Found, Vault
+from sentient.vault.store import File, Found, Vault
 
 # A session's knowledge sections (what it was told: pins, the memory index) are not what was said
 # in it: left out of its indexed text, so a search for a remembered word finds the entry, not
 # every session that was told about it.
+_JUDGE = object()  # the threat value of a document not judged yet: _row judges it
 _KNOWLEDGE_SECTION = re.compile(r"^## knowledge · [^\n]*\n.*?(?=^## \S+ · |\Z)", re.MULTILINE | re.DOTALL)
 
 
@@ -47,16 +61,16 @@ class Index(Reader):
     """The search index of one vault. Thread-safe; use as a context manager or call close()."""
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str | Callable[[], str] = "",
-                 judge_many: Callable[[Sequence[Document]], object] | None = None,
+                 judge_many: Callable[[Sequence[Document]], Sequence[Mapping[str, Any] | None]] | None = None,
                  timeout: float = 5.0, broad: int = BROAD_MATCHES, path: Path | None = None) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
         `judge_version` names its verdicts (a function giving the current name, for a judge whose
         pattern set can change while the index is open: the rows are then judged again, by the
-        next sync or update, before any is written under the new name). `judge_many`, when given, judges a
-        sync's documents in batches first (ThreatJudge.judge_many: faster for many short texts),
-        so `judge` finds them cached. `timeout`: seconds to wait for another process's write
-        before IndexUnavailable. `broad`: see search(). `path`: the index file, if not the vault's
-        own (.sentient/index.sqlite)."""
+        next sync or update, before any is written under the new name). `judge_many`, when given,
+        gives the `threat` values of a sync's documents a batch at a time, as `judge` would one by
+        one (ThreatJudge.threats: faster for many short texts, and it keeps none of them).
+        `timeout`: seconds to wait for another process's write before IndexUnavailable. `broad`:
+        see search(). `path`: the index file, if not the vault's own (.sentient/index.sqlite)."""
         self.vault = vault
         self.timeout = timeout
         self.broad = broad
@@ -78,6 +92,7 @@ class Index(Reader):
         self._folder_versions: Counter[str] = Counter()  # the same, per top-level folder
         self._pending_tops: set[str] = set()
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
+        self._first_new = 0  # rows of ids above this were written by the sync under way
         self._writer = self._open()
 
     # --- opening ---------------------------------------------------------------------
@@ -195,17 +210,16 @@ class Index(Reader):
         """Files are read outside transactions and written in batches, so another process's writer
         waits one batch at most; this process's own writers wait for the whole sync (self._lock).
 
-        A folder whose document files all have the (name, mtime_ns, size) they had when a sync last
-        stored its state is skipped whole, without loading its rows (loading a row costs about what
-        the stat of its file costs). The files of other folders are compared one by one."""
+        Memory is bounded by the batch, not the vault: nothing is held per file or row of the vault.
+        Each folder's files are taken a chunk at a time as the walk lists them (with their stat);
+        a chunk whose digest of (name, mtime_ns, size) is the one a sync stored for it is skipped
+        without loading its rows (loading a row costs about what the stat of its file costs), the
+        files of any other chunk are looked up in the index. Rows whose file is gone are found by
+        their count, files claiming one id by the index's (kind, key) lookups as their rows are
+        written (_clashes). A folder's stored state is dropped whenever a row in it is written.
+        `progress`' total is the number of files the last sync found (counted first when none)."""
         start = time.perf_counter()
-        folders = [(folder, _folder_state(folder.files)) for folder in self.vault.walk_folders()]
-        repeated = _repeated_keys(folder for folder, _ in folders)
-        sharing = {folder.rel for folder, _ in folders  # folders holding a file whose id another file has
-                   if repeated and any((kind, key) in repeated for _, kind, key, _, _ in folder.files)}
-        total, done, reported = sum(len(folder.files) for folder, _ in folders), 0, 0
         counts: Counter[str] = Counter()
-        batch = _Batch()
         with self._lock:
             if self._corrupt:
                 self._reset()
@@ -217,61 +231,41 @@ class Index(Reader):
                     conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self._fingerprint,))
                 data_version = conn.execute("PRAGMA data_version").fetchone()[0]
                 stored = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, state, files FROM folders")}
-                changed = {folder.rel for folder, state in folders
-                           if folder.rel in sharing or stored.get(folder.rel) != (state, len(folder.files))}
-                documents, problems = self._folder_rows(conn, changed)
-                # A stored state vouches for exactly len(files) rows in its folder; any other row is
-                # in a folder that no longer holds documents.
-                vouched = sum(len(folder.files) for folder, _ in folders if folder.rel not in changed)
-                if vouched + len(documents) + len(problems) != self._row_count(conn):
-                    self._rows_outside(conn, {folder.rel for folder, _ in folders}, documents, problems)
-            walked: set[str] = set()
-            reading: list[Found] = []  # files read and judged together, then planned
-            reading_bytes = 0
-            duplicates: dict[tuple[str, str], list[Found]] = {}
-
-            def advance(count: int) -> None:
-                nonlocal done, reported
-                done += count
-                while progress is not None and done - reported >= 256:
-                    reported += 256
-                    progress(reported, total)
-
-            for folder, _ in folders:
-                if folder.rel not in changed:
-                    counts["unchanged"] += len(folder.files)
-                    advance(len(folder.files))
-                    continue
-                for name, kind, key, mtime_ns, size in folder.files:
-                    found = Found(self.vault.root, f"{folder.rel}/{name}", kind, key, mtime_ns, size)
-                    walked.add(found.rel)
-                    if repeated and (kind, key) in repeated:  # files sharing an id are planned together
-                        duplicates.setdefault((kind, key), []).append(found)
-                    elif documents.get(found.rel) == (mtime_ns, size) or problems.get(found.rel) == (mtime_ns, size, 0):
-                        counts["unchanged"] += 1
-                    else:
-                        reading.append(found)
-                        reading_bytes += size
-                        if len(reading) >= JUDGED_TOGETHER or reading_bytes >= JUDGED_BYTES:
-                            counts.update(self._plan_read(reading, documents, batch))
-                            reading_bytes = 0
-                            if len(batch) >= BATCH:
-                                self._flush(batch)
-                    advance(1)
-            counts.update(self._plan_read(reading, documents, batch))
-            for founds in duplicates.values():
-                counts.update(self._plan(founds, documents, batch))
-            gone = (documents.keys() | problems.keys()) - walked
-            batch.deleted.update(gone)
-            counts["removed"] += len(gone & documents.keys())
+                self._first_new = conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]
+            total = sum(files for _, files in stored.values())
+            if not stored and progress is not None:  # nothing known yet: count the files, for the progress
+                total = sum(1 for _, files in self.vault.walk_streams() for _ in files)
+            sync = _Pass(self, batch=_Batch(), counts=counts, total=total, progress=progress)
+            fresh: list[tuple[str, bytes, int]] = []  # states to store: folders whose every file has its row
+            listed: set[str] = set()  # folders holding documents: one entry a folder, not a file
+            walked = 0  # files that have their row once the sync is done
+            for rel, files in self.vault.walk_streams():
+                known = stored.get(rel)
+                seen, changed = sync.folder(rel, files, None if known is None else _chunk_digests(known[0]))
+                walked += seen.count
+                if seen.count:
+                    listed.add(rel)
+                    if changed:
+                        fresh.append((rel, seen.digest(), seen.count))
+            if progress is not None and (sync.reported != sync.done or sync.done == 0):
+                progress(sync.done, sync.done)
+            sync.plan_reading()
+            self._flush(sync.batch, counts)
+            with self._reading() as conn:
+                outside = [] if self._row_count(conn) == walked else \
+                    self._rows_outside(conn, listed)  # in folders that hold no documents now
+            sync.gone(outside)
+            self._flush(sync.batch, counts)
+            with self._reading() as conn:
+                lone = self._lone_duplicates(conn)
+            for found in lone:  # the file that claimed an id with others claims it alone now
+                counts["unchanged"] -= 1  # as its problem's row was counted
+                counts.update(self._plan([found], (), sync.batch))
             # after many changes, merge the FTS index into one segment: searches read less, and the
             # watcher's small writes then merge with small segments only (no 40 ms stalls)
             optimize = counts["added"] + counts["updated"] + counts["removed"] >= OPTIMIZE_AFTER
-            fresh = [(f.rel, state, len(f.files)) for f, state in folders if f.rel in changed and f.rel not in sharing]
-            stale = stored.keys() - {folder.rel for folder, _ in folders}
-            if progress is not None and (reported != total or total == 0):
-                progress(total, total)
-            problem_count = self._flush(batch, optimize=optimize, states=(data_version, fresh, stale))
+            stale = stored.keys() - listed
+            problem_count = self._flush(sync.batch, counts, optimize=optimize, states=(data_version, fresh, stale))
         self._check_label()
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
@@ -283,43 +277,83 @@ class Index(Reader):
         return count
 
     @staticmethod
-    def _rows_outside(conn: sqlite3.Connection, folders: Container[str], documents: dict[str, Any],
-                      problems: dict[str, Any]) -> None:
-        """Add to `documents` and `problems` the rows whose folder is none of `folders` (and so gone)."""
-        for path, mtime_ns, size in conn.execute("SELECT path, mtime_ns, size FROM documents"):
-            if path.rpartition("/")[0] not in folders:
-                documents[path] = (mtime_ns, size)
-        for path, mtime_ns, size, duplicate in conn.execute("SELECT path, mtime_ns, size, duplicate FROM problems"):
-            if path.rpartition("/")[0] not in folders:
-                problems[path] = (mtime_ns, size, duplicate)
+    def _rows_outside(conn: sqlite3.Connection, folders: Container[str]) -> list[tuple[str, bool]]:
+        """(path, is a document) of the rows whose folder is none of `folders` (and so gone)."""
+        cursor = conn.execute("SELECT path, 1 FROM documents UNION ALL SELECT path, 0 FROM problems")
+        gone: list[tuple[str, bool]] = []
+        while rows := cursor.fetchmany(CHUNK):
+            gone += [(path, bool(document)) for path, document in rows if path.rpartition("/")[0] not in folders]
+        return gone
+
+    def _lone_duplicates(self, conn: sqlite3.Connection) -> list[Found]:
+        """The files stored as claiming an id with others that now claim it alone (the others
+        were renamed or deleted), as they are on disk now."""
+        rows = conn.execute(
+            "SELECT p.path, p.kind, p.key FROM problems p WHERE p.duplicate = 1 AND "
+            "(SELECT count(*) FROM problems q WHERE q.kind = p.kind AND q.key = p.key) + "
+            "(SELECT count(*) FROM documents d WHERE d.kind = p.kind AND d.key = p.key) = 1").fetchall()
+        return [found for found in (self._stat(rel, kind, key) for rel, kind, key in rows) if found is not None]
 
     @staticmethod
-    def _folder_rows(conn: sqlite3.Connection, folders: Iterable[str]
-                     ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int, int]]]:
-        """(path -> (mtime_ns, size)) of the documents, and (path -> (mtime_ns, size, duplicate)) of
-        the problems, that are files right in these folders."""
-        documents: dict[str, tuple[int, int]] = {}
-        problems: dict[str, tuple[int, int, int]] = {}
-        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
-        for rel in folders:
-            bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
-            for path, mtime_ns, size in conn.execute(f"SELECT path, mtime_ns, size FROM documents {where}", bounds):
-                documents[path] = (mtime_ns, size)
-            for path, mtime_ns, size, duplicate in conn.execute(
-                    f"SELECT path, mtime_ns, size, duplicate FROM problems {where}", bounds):
-                problems[path] = (mtime_ns, size, duplicate)
-        return documents, problems
+    def _folder_rows(conn: sqlite3.Connection, rel: str, names: Iterable[str]
+                     ) -> dict[str, tuple[int, int, int]]:
+        """name -> (mtime_ns, size, 1 for a document, 0 for a problem, 2 for a duplicate) of the
+        rows of these files of one folder."""
+        prefix = rel + "/"
+        paths = json.dumps([prefix + name for name in names])
+        start = len(prefix) + 1
+        found: dict[str, tuple[int, int, int]] = {}
+        for path, mtime_ns, size, what in conn.execute(
+                "SELECT path, mtime_ns, size, 1 FROM documents WHERE path IN (SELECT value FROM json_each(?1)) "
+                "UNION ALL SELECT path, mtime_ns, size, 2 * duplicate FROM problems "
+                "WHERE path IN (SELECT value FROM json_each(?1))", (paths,)):
+            found[path[start - 1:]] = (mtime_ns, size, what)
+        return found
 
-    def _flush(self, batch: _Batch, *, optimize: bool = False,
+    @staticmethod
+    def _folder_row_count(conn: sqlite3.Connection, rel: str) -> int:
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        bounds = (rel + "/", rel + "0", len(rel) + 2)  # '0' follows '/': every path under rel/ sorts between
+        count: int = conn.execute(f"SELECT (SELECT count(*) FROM documents {where}) + "
+                                  f"(SELECT count(*) FROM problems {where})", bounds).fetchone()[0]
+        return count
+
+    def _folder_paths(self, rel: str) -> Iterator[tuple[str, bool]]:
+        """(path, is a document) of every row right in one folder, a chunk at a time."""
+        where = "WHERE path > ?1 AND path < ?2 AND instr(substr(path, ?3), '/') = 0"
+        bounds = (rel + "/", rel + "0", len(rel) + 2)
+        with self._reading() as conn:
+            cursor = conn.execute(f"SELECT path, 1 FROM documents {where} UNION ALL "
+                                  f"SELECT path, 0 FROM problems {where}", bounds)
+            while rows := cursor.fetchmany(CHUNK):
+                yield from ((path, bool(document)) for path, document in rows)
+
+    def _flush(self, batch: _Batch, counts: Counter[str], *, optimize: bool = False,
                states: tuple[int, list[tuple[str, bytes, int]], Iterable[str]] | None = None) -> int:
-        """Write a batch in one transaction; returns the number of problems now stored. `states`:
-        (data_version when the sync read the rows, folder states to store, folder states to drop);
-        they are written only if no other connection wrote meanwhile."""
+        """Write a batch in one transaction; returns the number of problems now stored. Rows of
+        files claiming an id with another row become problems naming them all. `states`: (the
+        sync's last write: data_version when the sync read the rows, folder states to store,
+        folder states to drop); they are written only if no other connection wrote meanwhile."""
+        keys = [(row[1], row[2]) for rows in (batch.documents, batch.problems) for row in rows.values()]
+        outcomes = dict(batch.outcomes)
         with self._writing() as conn:
             self._pending_tops |= batch.flush(conn)
-            if states is not None and conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
-                conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
-                conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
+            clashes = _clashes(conn, keys)
+            if clashes:
+                touched, demoted = _mark_duplicates(conn, clashes)
+                self._pending_tops |= touched
+                for path, rowid in demoted:  # what the sync counted for them is not what happened
+                    # written before this batch: unchanged when from before the sync, else (as good
+                    # as always) added by it
+                    was = outcomes.get(path) or ("unchanged" if rowid <= self._first_new else "added")
+                    counts[was] -= 1
+                    if was != "added":
+                        counts["removed"] += 1
+            if states is not None:
+                self._pending_tops |= _restate_duplicates(conn)
+                if conn.execute("PRAGMA data_version").fetchone()[0] == states[0]:
+                    conn.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?)", states[1])
+                    conn.executemany("DELETE FROM folders WHERE path = ?", [(rel,) for rel in states[2]])
             if optimize:
                 conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
             count: int = conn.execute("SELECT count(*) FROM problems").fetchone()[0]
@@ -339,41 +373,50 @@ class Index(Reader):
                 read.append(self.vault.read(found.kind, found.key, found.path))
             except BadFile as exc:
                 read.append(exc)
+        threats: dict[int, Mapping[str, Any] | None] = {}  # id(document) -> its threat value
         if self._judge_many is not None:
+            judged = [document for document in read if isinstance(document, Document)]
             with suppress(Exception):  # whatever fails here fails again, one by one, in _row
-                self._judge_many([document for document in read if isinstance(document, Document)])
+                threats = dict(zip(map(id, judged), self._judge_many(judged), strict=True))
         outcomes = [outcome for found, document in zip(founds, read, strict=True)
-                    for outcome in self._plan([found], documents, batch, document)]
+                    for outcome in self._plan([found], documents, batch, document, threats.get(id(document), _JUDGE))]
         founds.clear()
         return outcomes
 
     def _plan(self, founds: list[Found], documents: Container[str], batch: _Batch,
-              read: Document | BadFile | None = None) -> list[str]:
+              read: Document | BadFile | None = None, threat: Mapping[str, Any] | None | object = _JUDGE) -> list[str]:
         """Read the files claiming one (kind, key) into `batch`; returns what happens to each row.
         `documents` holds the paths indexed now; `read` is the one file's document (or why it
-        cannot be read) when it was read already."""
+        cannot be read) when it was read already, `threat` its threat value when judged already
+        (else _JUDGE)."""
         rels = [found.rel for found in founds]
         if len(founds) > 1:  # two files claim one id: each is a problem and neither is indexed (as Vault.scan)
-            reason = f"the id '{founds[0].key}' is used by {len(founds)} files ({', '.join(rels)})"
+            reason = _reason(founds[0].key, rels)
             for rel, found in zip(rels, founds, strict=True):
-                batch.problems[rel] = (rel, found.kind, found.key, reason,
-                                       "Rename all but one, so each id names one file", found.mtime_ns, found.size, 1)
+                batch.problems[rel] = (rel, found.kind, found.key, reason, DUPLICATE_FIX, found.mtime_ns, found.size, 1)
             return ["removed" if rel in documents else "problem" for rel in rels]
         found, rel = founds[0], rels[0]
         try:
             if isinstance(read, BadFile):
                 raise read
             document = read if read is not None else self.vault.read(found.kind, found.key, found.path)
-            batch.documents[rel] = self._row(rel, found, document)
+            batch.documents[rel] = self._row(rel, found, document, threat)
+            batch.outcomes[rel] = "updated" if rel in documents else "added"
         except BadFile as exc:
             batch.problems[rel] = (rel, found.kind, found.key, exc.reason, exc.fix, found.mtime_ns, found.size, 0)
             return ["removed" if rel in documents else "problem"]
         return ["updated" if rel in documents else "added"]
 
-    def _row(self, rel: str, found: Found, document: Document) -> tuple[Any, ...]:
+    def _row(self, rel: str, found: Found, document: Document, judged: object = _JUDGE) -> tuple[Any, ...]:
+        """The row of a document; `judged`: its threat value when judged already, else _JUDGE."""
         meta = document.meta
         try:
-            threat = self._judge(document) if self._judge is not None else meta.get("threat")
+            if self._judge is None:
+                threat = meta.get("threat")
+            elif judged is _JUDGE:
+                threat = self._judge(document)
+            else:
+                threat = judged if isinstance(judged, Mapping) else None
         except Exception as exc:  # an entry that cannot be judged stays out of search, the rest index
             raise BadFile(found.path, f"could not be checked for threats ({type(exc).__name__}: {exc})",
                           "Report this as a bug; the entry stays out of search until it can be checked") from exc
@@ -421,6 +464,33 @@ class Index(Reader):
         self._fingerprint = json.dumps({"max_file_bytes": self.vault.max_file_bytes,
                                         "session_bytes": self.vault.max_bytes("session"), "judge": judge_version})
 
+    # --- the watcher's lease (watched.py) -------------------------------------------------
+
+    def lease(self) -> None:
+        """Say, in the index, that this process keeps it current (its watcher applies every file
+        event): until release(), a command of this vault may search it without a sync first."""
+        mine = json.dumps(this_process())
+        with self._lock:
+            with self._reading() as conn:
+                if self._meta(conn, LEASE) == mine:
+                    return
+            with self._writing() as conn:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (LEASE, mine))
+
+    def release(self) -> None:
+        """Take back this process's lease (events stopped, a batch failed, the watcher stops)."""
+        mine = json.dumps(this_process())
+        with suppress(IndexUnavailable), self._lock, self._writing() as conn:
+            conn.execute("DELETE FROM meta WHERE name = ? AND value = ?", (LEASE, mine))
+
+    def watched(self) -> bool:
+        """Whether a process that runs now keeps this index current, with the settings and the
+        pattern set this one has (else a sync would rebuild it): then a sync finds nothing its
+        watcher has not applied, bar what changed in the last fraction of a second."""
+        with self._reading() as conn:
+            lease, fingerprint = self._meta(conn, LEASE), self._meta(conn, "fingerprint")
+        return fingerprint == self._fingerprint and valid(lease)
+
     def remove(self, path: Path) -> None:
         """One file was deleted. The disk is checked, so a file that came back is kept."""
         self.update(path)
@@ -453,6 +523,89 @@ class Index(Reader):
         except OSError:
             return None
         return Found(self.vault.root, rel, kind, key, stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+
+
+class _Pass:
+    """One sync's work on the folders that changed: their files looked up a chunk at a time, the
+    changed ones read and judged together (`judge_many`), then planned into the batch, which is
+    written whenever it is full."""
+
+    def __init__(self, index: Index, *, batch: _Batch, counts: Counter[str], total: int,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.index = index
+        self.batch = batch
+        self.counts = counts
+        self.total = total
+        self.progress = progress
+        self.done = self.reported = 0
+        self.reading: list[Found] = []  # read and judged together, then planned
+        self.reading_bytes = 0
+        self.indexed: set[str] = set()  # those of `reading` that have a document row now
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        while self.progress is not None and self.done - self.reported >= 256:
+            self.reported += 256
+            self.progress(self.reported, max(self.total, self.reported))  # total: as the last sync found
+
+    def folder(self, rel: str, files: Iterator[File], known: list[bytes] | None) -> tuple[_State, bool]:
+        """Bring one folder's rows up to date with its files, as they are listed: a chunk whose
+        digest is the one `known` (the state stored) has for it is skipped, the files of any
+        other are looked up in the index. Returns the folder's state as listed now, and whether
+        it is not the one stored."""
+        index, root = self.index, self.index.vault.root
+        seen = _State()
+        before: int | None = None  # rows in the folder before this sync wrote any
+        matched = 0  # files that had a row before
+        number = 0  # of the chunk
+        while chunk := list(islice(files, CHUNK)):
+            number += 1
+            if seen.add(chunk) == (known[number - 1] if known is not None and number <= len(known) else None):
+                matched += len(chunk)
+                self.counts["unchanged"] += len(chunk)
+                self.advance(len(chunk))
+                continue
+            with index._reading() as conn:
+                if before is None:
+                    before = index._folder_row_count(conn, rel)
+                rows = index._folder_rows(conn, rel, [file[0] for file in chunk])
+            for name, kind, key, mtime_ns, size in chunk:
+                row = rows.get(name)
+                if row is not None:
+                    matched += 1
+                    if row[0] == mtime_ns and row[1] == size:
+                        self.counts["unchanged"] += 1
+                        continue
+                found = Found(root, f"{rel}/{name}", kind, key, mtime_ns, size)
+                if row is not None and row[2] == 1:
+                    self.indexed.add(found.rel)
+                self.reading.append(found)
+                self.reading_bytes += size
+                if len(self.reading) >= JUDGED_TOGETHER or self.reading_bytes >= JUDGED_BYTES:
+                    self.plan_reading()
+            self.advance(len(chunk))
+        changed = before is not None or known is None or len(known) != number
+        if changed and before is None:  # chunks gone from its end: nothing of it written yet
+            with index._reading() as conn:
+                before = index._folder_row_count(conn, rel)
+        if before is not None and before > matched:  # rows whose file is gone
+            self.gone([(path, document) for path, document in index._folder_paths(rel)
+                       if not os.path.isfile(os.path.join(root, path))])
+        return seen, changed
+
+    def plan_reading(self) -> None:
+        if self.reading:
+            self.counts.update(self.index._plan_read(self.reading, self.indexed, self.batch))
+            self.indexed.clear()
+            self.reading_bytes = 0
+        if len(self.batch) >= BATCH:
+            self.index._flush(self.batch, self.counts)
+
+    def gone(self, rows: list[tuple[str, bool]]) -> None:
+        self.batch.deleted.update(path for path, _ in rows)
+        self.counts["removed"] += sum(document for _, document in rows)
+        if len(self.batch) >= BATCH:
+            self.index._flush(self.batch, self.counts)
 
 
 class _Reset(Exception):

@@ -10,10 +10,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sentient.errors import IndexUnavailable
 from sentient.index.schema import (
     _COLUMNS,
+    _NEWEST,
+    CHUNK,
     FIX,
     PREFETCH,
     TITLE_WEIGHT,
@@ -219,10 +222,34 @@ class Reader:
         sql = " AND ".join(clause for clause, value in where.items() if value is not None)
         return self._select(f"WHERE {sql}" if sql else "", tuple(v for v in where.values() if v is not None))
 
+    def each(self, kind: str | None = None, *, flagged: bool = False) -> Iterator[IndexedDoc]:
+        """Every indexed document (of one kind), a chunk at a time, in no particular order: what
+        goes through a whole vault holding a chunk of it, not all of it, in memory. `flagged`:
+        only those whose `threat` (the index's judgment) is set."""
+        where = " AND ".join(["id > ?", *(["kind = ?"] if kind is not None else []),
+                              *(["threat IS NOT NULL"] if flagged else [])])
+        after = 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(f"SELECT id, {', '.join(_COLUMNS)} FROM documents WHERE {where} ORDER BY id "
+                                    f"LIMIT {CHUNK}", (after, *([kind] if kind is not None else []))).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            yield from self._documents([row[1:] for row in rows])
+
+    def counts(self) -> dict[str, int]:
+        """How many documents of each kind the index holds."""
+        with self._reading() as conn:
+            return dict(conn.execute("SELECT kind, count(*) FROM documents GROUP BY kind").fetchall())
+
     def _select(self, where: str, params: tuple[str, ...]) -> list[IndexedDoc]:
         with self._reading() as conn:
             rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM documents {where} ORDER BY kind, key, path",
                                 params).fetchall()
+        return self._documents(rows)
+
+    def _documents(self, rows: list[Any]) -> list[IndexedDoc]:
         return [IndexedDoc(kind=r[1], key=r[2], path=self.vault.root / r[0], rel=r[0], title=r[7], revision=r[5],
                            stored_revision=r[6], meta=json.loads(r[8]), body=r[9], scope=r[10], category=r[11],
                            created=r[12], updated=r[13], mtime_ns=r[3], size=r[4], untrusted=bool(r[14]),
@@ -245,19 +272,31 @@ class Reader:
                                 "WHERE kind = 'session' AND json_extract(frontmatter, '$.user') IS NOT NULL").fetchall()
         return [r[0] for r in rows if isinstance(r[0], str)]
 
-    def newest(self, kind: str, scopes: Sequence[str]) -> list[Listed]:
+    def newest(self, kind: str, scopes: Sequence[str], *, flagged: bool = False,
+               limit: int | None = None) -> list[Listed]:
         """The documents of one kind in `scopes` (or with no scope), newest first: what a listing
-        of thousands needs, without the frontmatter, paths or typed rows of `documents()`."""
+        of thousands needs, without the frontmatter, paths or typed rows of `documents()`.
+        `flagged`: only those whose `threat` (the index's judgment) is set; `limit`: the newest
+        this many (read along the index of newest first, not sorted whole)."""
         marks = ", ".join("?" for _ in scopes)
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT key, title, body, category, revision, json_extract(frontmatter, '$.threat.allowed_revision'), "
                 "json_extract(frontmatter, '$.source'), untrusted "
                 f"FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN ({marks})) "
-                "ORDER BY coalesce(nullif(updated, ''), nullif(created, ''), '') DESC, key DESC",
+                + ("AND threat IS NOT NULL " if flagged else "")
+                + f"ORDER BY {_NEWEST} DESC, key DESC" + ("" if limit is None else f" LIMIT {int(limit)}"),
                 (kind, *scopes)).fetchall()
         return [Listed(r[0], r[1], r[2], r[3], r[4], r[5] if isinstance(r[5], str) else None,
                        r[6] if isinstance(r[6], str) else None, bool(r[7])) for r in rows]  # fmt: skip
+
+    def count(self, kind: str, scopes: Sequence[str]) -> int:
+        """How many documents of one kind are in `scopes` (or have no scope)."""
+        marks = ", ".join("?" for _ in scopes)
+        with self._reading() as conn:
+            found: int = conn.execute(f"SELECT count(*) FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN "
+                                      f"({marks}))", (kind, *scopes)).fetchone()[0]
+        return found
 
     def problems(self) -> list[Problem]:
         """The vault's folders that cannot be listed (looked at now), then the files that cannot be read."""

@@ -13,10 +13,11 @@ from typing import Any
 
 from sentient.vault.document import Document
 
-SCHEMA_VERSION = 3  # 3: a session's knowledge sections are not indexed
+SCHEMA_VERSION = 4  # 3: a session's knowledge sections are not indexed; 4: problems by (kind, key), newest first
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
+CHUNK = 2000  # files of a changed folder a sync looks up in the index at once
 # A sync reads files, then judges them in one batch (judge_many), then plans them: at most this
 # many, or fewer of JUDGED_BYTES. A batch that big pays its fixed costs once for megabytes and
 # is shared with the threat scan's helper processes (threats/parallel.py).
@@ -30,6 +31,7 @@ BROAD_MATCHES = 3000
 PREFETCH = 4
 FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --rebuild`"
 
+_NEWEST = "coalesce(nullif(updated, ''), nullif(created, ''), '')"  # when a document last changed, as text
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
             "body", "scope", "category", "created", "updated", "untrusted", "threat")
 _SCHEMA = (
@@ -39,10 +41,14 @@ _SCHEMA = (
         stored_revision TEXT, title TEXT NOT NULL, frontmatter TEXT NOT NULL, body TEXT NOT NULL, scope TEXT,
         category TEXT, created TEXT, updated TEXT, untrusted INTEGER NOT NULL, threat TEXT)""",
     "CREATE INDEX documents_kind_key ON documents (kind, key)",
+    # a listing newest first (Index.newest) reads its first rows along this, without sorting them all,
+    # and counts a kind's rows in some scopes (Index.count) from it alone
+    f"CREATE INDEX documents_newest ON documents (kind, {_NEWEST} DESC, key DESC, scope)",
     """CREATE VIRTUAL TABLE documents_fts USING fts5(title, body, content='documents', content_rowid='id',
         tokenize='porter unicode61 remove_diacritics 2')""",
     """CREATE TABLE problems (path TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,
         fix TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, duplicate INTEGER NOT NULL)""",
+    "CREATE INDEX problems_kind_key ON problems (kind, key)",
     # per folder, a digest of its document files' (name, mtime_ns, size) as of the sync that stored it,
     # when each of them had its row; a write of any row in the folder deletes it
     "CREATE TABLE folders (path TEXT PRIMARY KEY, state BLOB NOT NULL, files INTEGER NOT NULL)",

@@ -22,21 +22,49 @@ and again when it is read. This package is the judging, and nothing else:
 Patterns catch the blunt cases only; docs/security.md says what they miss.
 """
 
-from sentient.threats.batch import scan_many
-from sentient.threats.judge import (
-    CACHE_ENTRIES,
-    Judgment,
-    ThreatJudge,
-    allowed_revision,
-    is_withheld,
-    judge_text,
-    judged_revision,
-    judged_text,
-    text_revision,
-)
-from sentient.threats.patterns import CLASSES, PATTERNS_FILE, Pattern, PatternSet
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentient.threats.batch import scan_many
+    from sentient.threats.judge import (
+        CACHE_ENTRIES,
+        Judgment,
+        ThreatJudge,
+        allowed_revision,
+        is_withheld,
+        judge_text,
+        judged_revision,
+        judged_text,
+        text_revision,
+    )
+    from sentient.threats.patterns import CLASSES, PATTERNS_FILE, Pattern, PatternSet
+    from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, normalise
+
+# `scan` is imported now: importing the module scan.py (on first use, by another) would make the
+# package's `scan` that module, and no longer the function.
 from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
-from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, normalise
+
+# What each other name is imported from, on first use (PEP 562): a command that only looks a verdict
+# up (`sentient search`) does not import the scanner, Hyperscan or the helper processes.
+_FROM = {
+    "scan_many": "batch",
+    **dict.fromkeys(("CACHE_ENTRIES", "Judgment", "ThreatJudge", "allowed_revision", "is_withheld", "judge_text",
+                     "judged_revision", "judged_text", "text_revision"), "judge"),
+    **dict.fromkeys(("CLASSES", "PATTERNS_FILE", "Pattern", "PatternSet"), "patterns"),
+    **dict.fromkeys(("NORMALISER_VERSION", "VIEWS", "Normalised", "normalise"), "views"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sentient.threats' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"sentient.threats.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CACHE_ENTRIES",

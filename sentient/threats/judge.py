@@ -13,12 +13,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sentient.threats.batch import scan_many
 from sentient.threats.patterns import PatternSet
-from sentient.threats.scan import Finding, scan
 from sentient.vault.document import Document
+
+if TYPE_CHECKING:
+    from sentient.threats.scan import Finding
 
 CACHE_ENTRIES = 100_000
 RELOAD_SECONDS = 1.0  # how often a judge with a `source` asks it for a new pattern set
@@ -119,6 +120,8 @@ def _as_words(key: str) -> str:
 
 def judge_text(text: str, patterns: PatternSet, revision: str | None = None) -> Judgment:
     """Judge a text now, without a cache."""
+    from sentient.threats.scan import scan  # here: a verdict looked up needs no scanner
+
     return _judgment(tuple(scan(text, patterns)), patterns, revision if revision is not None else text_revision(text))
 
 
@@ -190,7 +193,7 @@ class ThreatJudge:
         judgment = self._judge(subject, revision)
         return judgment if isinstance(subject, str) else self._with_id(judgment, subject)
 
-    def _with_id(self, judgment: Judgment, subject: Shown) -> Judgment:
+    def _with_id(self, judgment: Judgment, subject: Shown, named: Mapping[str, Judgment] | None = None) -> Judgment:
         """The judgment with what the document's id says, read as words: the model is shown ids
         (`<memory id=...>`, the memory index), and an id is any slug a file name or the API gave,
         so `ignore-all-previous-instructions` is judged as the words it spells. Its own judgment,
@@ -199,14 +202,17 @@ class ThreatJudge:
         if not isinstance(key, str) or not key:
             return judgment
         patterns = self.patterns
-        with self._lock:
-            named = self._names.get((key, patterns.fingerprint))
-        if named is None:
-            named = self._name_judged(key, judge_text(_as_words(key), patterns), patterns)
-        if not named.flagged:
+        if named is not None and key in named:  # judged just now, and not kept
+            name = named[key]
+        else:
+            with self._lock:
+                found = self._names.get((key, patterns.fingerprint))
+            name = found if found is not None else \
+                self._name_judged(key, judge_text(_as_words(key), patterns), patterns)
+        if not name.flagged:
             return judgment
         new = tuple(replace(finding, excerpt=f"{finding.excerpt} (in its id, {key})")  # where to look for it
-                    for finding in named.findings if finding.pattern_id not in judgment.patterns)
+                    for finding in name.findings if finding.pattern_id not in judgment.patterns)
         if not new:
             return judgment
         return Judgment(judgment.revision, True, judgment.patterns + tuple(f.pattern_id for f in new),
@@ -258,11 +264,14 @@ class ThreatJudge:
                 self._keep(self._cache, {key: judgment})
             return judgment
 
-    def judge_many(self, subjects: Sequence[Shown | str]) -> list[Judgment]:
+    def judge_many(self, subjects: Sequence[Shown | str], *, keep: bool = True) -> list[Judgment]:
         """The judgments of many documents (or texts), as `judge` gives them one by one, but
         with the ones not cached scanned together (`scan_many`): much faster for many short
         entries, as when an index is built. They are cached, so reading them afterwards with
-        `judge` is a lookup."""
+        `judge` is a lookup; with `keep=False` they are not (an index sync keeps its verdicts in
+        the index, and a cache of them all would grow with the vault up to CACHE_ENTRIES)."""
+        from sentient.threats.batch import scan_many
+
         self.reload()
         patterns = self.patterns
         keys = [(text_revision(s) if isinstance(s, str) else judged_revision(s), patterns.fingerprint)
@@ -273,16 +282,25 @@ class ThreatJudge:
         texts = [s if isinstance(s, str) else judged_text(s) for s in (subjects[n] for n in missing)]
         judged = {keys[n]: _judgment(tuple(findings), patterns, keys[n][0])
                   for n, findings in zip(missing, scan_many(texts, patterns), strict=True)}  # fmt: skip
-        with self._lock:
-            self._keep(self._cache, judged)
+        if keep:
+            with self._lock:
+                self._keep(self._cache, judged)
         found = [judgment if judgment is not None else judged[key] for judgment, key in zip(found, keys, strict=True)]
         with self._lock:  # the ids not judged yet, together too
             names = {key for s in subjects if not isinstance(s, str) and isinstance(key := getattr(s, "key", None), str)
                      and key and (key, patterns.fingerprint) not in self._names}  # fmt: skip
-        for key, findings in zip(names, scan_many([_as_words(key) for key in names], patterns), strict=True):
-            self._name_judged(key, _judgment(tuple(findings), patterns, text_revision(_as_words(key))), patterns)
-        return [judgment if isinstance(subject, str) else self._with_id(judgment, subject)
+        named = {key: _judgment(tuple(findings), patterns, text_revision(_as_words(key)))
+                 for key, findings in zip(names, scan_many([_as_words(key) for key in names], patterns), strict=True)}
+        if keep:
+            for key, judgment in named.items():
+                self._name_judged(key, judgment, patterns)
+        return [judgment if isinstance(subject, str) else self._with_id(judgment, subject, named)
                 for judgment, subject in zip(found, subjects, strict=True) if judgment is not None]
+
+    def threats(self, documents: Sequence[Document]) -> list[dict[str, Any] | None]:
+        """`threat(document)` of each, judged together (judge_many) and kept in no cache."""
+        return [judgment.threat(self.allowance(document, allowed_revision(document)))
+                for judgment, document in zip(self.judge_many(documents, keep=False), documents, strict=True)]
 
     def allowance(self, document: Shown, allowed: str | None) -> str | None:
         """The judged revision (see judged_revision) that the document's `allowed_revision`

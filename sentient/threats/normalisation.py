@@ -28,8 +28,11 @@ import operator
 import re
 import unicodedata
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from sentient.threats.automata import Automaton
+if TYPE_CHECKING:
+    from sentient.threats.automata import Automaton
+
 
 # Texts joined by this make a joined text whose views are the texts' views joined by it.
 SEPARATOR = "\n\x00\n"
@@ -363,6 +366,8 @@ def _spaced_by(lines: str) -> Automaton | None:
 
 @lru_cache(maxsize=1)
 def _spaced_automaton() -> Automaton | None:
+    from sentient.threats.automata import Automaton  # Hyperscan, imported when a long text needs it
+
     return Automaton.build((_SPACED_BYTES,), prefilter=False)
 
 
@@ -490,6 +495,8 @@ def lower_bytes(text: str, cased: frozenset[str]) -> bytes:
 
 @lru_cache(maxsize=64)
 def _letters_automaton(chars: tuple[str, ...]) -> Automaton | None:
+    from sentient.threats.automata import Automaton
+
     return Automaton.of_literals([char.encode() for char in chars])
 
 

@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from sentient.errors import ConfigError
 from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, is_word_keyword
-from sentient.threats.gates import Gates
-from sentient.threats.prefilter import Prefilter
-from sentient.threats.prefilter import load as load_prefilter
-from sentient.threats.samples import in_context, samples
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
+
+if TYPE_CHECKING:
+    from sentient.threats.gates import Gates
+    from sentient.threats.prefilter import Prefilter
 
 PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
 # Up to this many characters a text is scanned in pure Python even with Hyperscan: its few
@@ -123,11 +123,15 @@ class PatternSet:
 
     @cached_property
     def _gates(self) -> Gates:
+        from sentient.threats.gates import Gates  # on first use: a set read back from its cache may judge nothing
+
         return Gates(self.patterns)
 
     @cached_property
     def prefilter(self) -> Prefilter | None:
         """Hyperscan's databases for the set (compiled on first use), or None for pure Python."""
+        from sentient.threats.prefilter import load as load_prefilter  # Hyperscan, on first use
+
         return load_prefilter(self.patterns) if self.use_hyperscan else None
 
     @cached_property
@@ -219,6 +223,8 @@ class PatternSet:
     def _check_keywords(self, number: int) -> None:
         """ConfigError when a text made from the pattern's own regex (samples.py), which the
         regex matches, lacks its keywords: the pattern would never run on such a text."""
+        from sentient.threats.samples import in_context, samples
+
         pattern = self.patterns[number]
         if not pattern.keywords:
             return

@@ -76,11 +76,14 @@ class Found(NamedTuple):
         return self.root / self.rel
 
 
+File = tuple[str, str, str, int, int]  # one document file of a folder: (name, kind, key, mtime_ns, size)
+
+
 class Folder(NamedTuple):
     """One folder's document files, found by walking the vault."""
 
     rel: str  # relative to the vault root, '/'-separated
-    files: list[tuple[str, str, str, int, int]]  # (name, kind, key, mtime_ns, size)
+    files: list[File]  # (name, kind, key, mtime_ns, size)
 
 
 # What a folder of the vault holds, decided once per folder from its place (see kinds.classify):
@@ -242,10 +245,44 @@ class Vault:
         return True
 
     def _walk_folder(self, folder: str, rel: str, place: _Place, kinds: set[str] | None) -> Iterator[Folder]:
-        state, arg = place
-        files: list[tuple[str, str, str, int, int]] = []
+        for sub_rel, files in self._walk_streams(folder, rel, place, kinds):
+            listed = list(files)
+            if listed:
+                yield Folder(sub_rel, listed)
+
+    def walk_streams(self, kinds: set[str] | None = None) -> Iterator[tuple[str, Iterator[File]]]:
+        """As walk_folders, but each folder's files as they are listed, never all held at once:
+        (rel, its files) for every folder listed, in the order walk_folders gives them (a folder
+        with no document files gives none). Each folder's files must be taken before the next
+        folder is asked for (what is left of them is skipped)."""
+        root = str(self.root)
+        for top, place in sorted(_TOPS.items()):
+            if _reaches(place, kinds):
+                yield from self._walk_streams(os.path.join(root, top), top, place, kinds)
+
+    def _walk_streams(self, folder: str, rel: str, place: _Place,
+                      kinds: set[str] | None) -> Iterator[tuple[str, Iterator[File]]]:
         subfolders: list[tuple[str, str, _Place]] = []
         links: set[str] = set()  # links to folders (not followed) or to nothing, reported
+        files = self._files(folder, rel, place, kinds, subfolders, links)
+        yield rel, files
+        for _ in files:  # what the caller left
+            pass
+        if rel in self._unlisted:
+            return
+        if self._unlisted and kinds is None:  # a subfolder unlisted before and gone now is no problem
+            below = {f"{rel}/{name}" for name, _, _ in subfolders} | links
+            for gone in [r for r in self._unlisted if r.rpartition("/")[0] == rel and r not in below]:
+                self._unlisted.pop(gone, None)
+        for name, path, sub in sorted(subfolders):
+            yield from self._walk_streams(path, f"{rel}/{name}", sub, kinds)
+
+    def _files(self, folder: str, rel: str, place: _Place, kinds: set[str] | None,
+               subfolders: list[tuple[str, str, _Place]], links: set[str]) -> Iterator[File]:
+        """The document files of one folder as scandir lists them, each stat taken as it is listed;
+        its subfolders that may hold documents and its unfollowed links are added to the lists
+        given. A folder that cannot be listed is recorded (see folder_problems) and gives none."""
+        state, arg = place
         try:
             with os.scandir(folder) as scan:
                 for entry in scan:
@@ -287,20 +324,12 @@ class Vault:
                         info = entry.stat()
                     except OSError:
                         continue
-                    files.append((name, kind_name, key, info.st_mtime_ns, info.st_size))
+                    yield name, kind_name, key, info.st_mtime_ns, info.st_size
         except OSError as exc:
             if "/" in rel and os.path.lexists(folder):  # a top folder is folder_problems' to tell
                 self._unlisted[rel] = (_place_kind(place), f"cannot be listed ({exc.strerror or exc})", _UNREADABLE_FIX)
             return
         self._unlisted.pop(rel, None)
-        if self._unlisted and kinds is None:  # a subfolder unlisted before and gone now is no problem
-            below = {f"{rel}/{name}" for name, _, _ in subfolders} | links
-            for gone in [r for r in self._unlisted if r.rpartition("/")[0] == rel and r not in below]:
-                self._unlisted.pop(gone, None)
-        if files:
-            yield Folder(rel, files)
-        for name, path, sub in sorted(subfolders):
-            yield from self._walk_folder(path, f"{rel}/{name}", sub, kinds)
 
     def _special(self, entry: os.DirEntry[str], rel: str, kinds: set[str] | None) -> str | None:
         """Record a named pipe, socket or device that is no document (not .md named), so that
