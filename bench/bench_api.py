@@ -88,13 +88,19 @@ def serve(vault: Path, port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-@contextmanager
-def server_process(vault: Path) -> Iterator[tuple[str, str]]:
-    """(base url, token) of a server process on a free port; stopped on the way out."""
+def free_port() -> int:
+    """A port of 127.0.0.1 nobody listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port)])
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def served(command: list[str], vault: Path, port: int) -> Iterator[tuple[str, str, int]]:
+    """Start `command` (a server of `vault` on `port` of 127.0.0.1) and wait until it answers
+    /api/health with the vault's token: (base url, token, pid); stopped on the way out."""
+    process = subprocess.Popen(command)
     url = f"http://127.0.0.1:{port}"
     try:
         token_file = vault / ".sentient" / "token"
@@ -111,10 +117,18 @@ def server_process(vault: Path) -> Iterator[tuple[str, str]]:
             except (OSError, httpx.TransportError):
                 pass
             time.sleep(0.1)
-        yield url, token
+        yield url, token, process.pid
     finally:
         process.terminate()
         process.wait(60)
+
+
+@contextmanager
+def server_process(vault: Path) -> Iterator[tuple[str, str]]:
+    """(base url, token) of a server process on a free port; stopped on the way out."""
+    port = free_port()
+    with served([sys.executable, __file__, "--serve", str(vault), str(port)], vault, port) as (url, token, _):
+        yield url, token
 
 
 # --- load ------------------------------------------------------------------------------------

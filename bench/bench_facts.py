@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,7 +43,7 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
-from bench_api import machine, ms, quantile, vault_copy  # noqa: E402
+from bench_api import free_port, machine, ms, quantile, served, vault_copy  # noqa: E402
 from results import write_section  # noqa: E402
 
 HEADING = "## Caller facts (issue 20)"
@@ -104,29 +102,9 @@ def serve(vault: Path, port: int) -> None:
 
 @contextmanager
 def server_process(vault: Path) -> Iterator[tuple[str, str]]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port)])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"the server process ended ({process.returncode})")
-            if time.monotonic() > deadline:
-                raise SystemExit("the server did not answer within 300 s")
-            try:
-                token = (vault / ".sentient" / "token").read_text().strip()
-                if httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200:
-                    break
-            except (OSError, httpx.TransportError):
-                pass
-            time.sleep(0.1)
+    port = free_port()
+    with served([sys.executable, __file__, "--serve", str(vault), str(port)], vault, port) as (url, token, _):
         yield url, token
-    finally:
-        process.terminate()
-        process.wait(60)
 
 
 def conversation(client: httpx.Client, caller: str, turns: int, times: list[float]) -> None:

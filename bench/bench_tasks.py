@@ -30,7 +30,6 @@ import argparse
 import heapq
 import itertools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,7 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]  # tests.scripted (the scripted model), gen_vault, bench_api
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
-from bench_api import load, machine, quantile, vault_copy  # noqa: E402
+from bench_api import free_port, load, machine, quantile, served, vault_copy  # noqa: E402
 from cronsim import CronSim  # noqa: E402
 from gen_vault import Writer  # noqa: E402
 from results import write_section  # noqa: E402
@@ -480,13 +479,6 @@ def bench_prompt(root: Path, runs: int, calls: int, seed: int = 11) -> PromptRes
 # --- 3. a chat beside a task run: the server process --------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def paced_model(port: int, delay: float) -> None:
     """`--model`: an OpenAI-compatible model server on 127.0.0.1, a process of its own (as a real
     model is): a chat is answered at once (an echo); a task run's call waits `delay` s, as a real
@@ -575,27 +567,11 @@ def server_process(vault: Path, delay: float) -> Iterator[tuple[str, str, int]]:
     server; both stopped on the way out."""
     model_port, port = free_port(), free_port()
     model = subprocess.Popen([sys.executable, __file__, "--model", str(model_port), str(delay)])
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(vault), str(port), str(model_port)])
-    url = f"http://127.0.0.1:{port}"
     try:
-        token_file = vault / ".sentient" / "token"
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"the server process ended ({process.returncode})")
-            if time.monotonic() > deadline:
-                raise SystemExit("the server did not answer within 300 s")
-            try:
-                token = token_file.read_text().strip()
-                if httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200:
-                    break
-            except (OSError, httpx.TransportError):
-                pass
-            time.sleep(0.1)
-        yield url, token, process.pid
+        command = [sys.executable, __file__, "--serve", str(vault), str(port), str(model_port)]
+        with served(command, vault, port) as found:
+            yield found
     finally:
-        process.terminate()
-        process.wait(60)
         model.terminate()
         model.wait(60)
 
