@@ -3,25 +3,27 @@ it again: `load_compiled()` is `PatternSet.load()` for a process that starts oft
 
 Loading the set parses and checks a few hundred regular expressions and reads each for its
 fastest form (expressions.py): a few tenths of a second, which every `sentient search` would
-otherwise wait for. So the loaded set is written to `.sentient/patterns.cache`, its regexes
-as the engine's own compiled code, under a key made of everything it is made from: the pattern
-files' bytes and the vault's own patterns, the code of this package, and Python's version (whose
-engine the code is for). A later process whose key is the same reads it back in milliseconds,
-without parsing a regex; any change of a pattern, of sentient.yaml's patterns or of the
-package makes another key, and the set is loaded (and checked) again and the file replaced.
+otherwise wait for. So the loaded set is written to `.sentient/patterns.cache` as plain JSON:
+each pattern's fields, and each regex as its source with the engine's compiled form of it (a list
+of numbers), under a key made of everything it is made from: the pattern files' bytes and the
+vault's own patterns, the code of this package, and Python's version (whose engine the numbers
+are for). A later process whose key is the same reads it back in milliseconds, without parsing a
+regex; any change of a pattern, of sentient.yaml's patterns or of the package makes another key,
+and the set is loaded (and checked) again and the file replaced.
 
-The file is read back only with the classes of this package (a restricted unpickler): a file
-put there by something else is not run, just refused, and the set loaded again. A cache that
-cannot be read or written is skipped. Nothing is written where `.sentient/` does not exist.
+Reading the file runs nothing: it is JSON, made into this package's dataclasses field by field,
+and the regex engine checks every compiled form it is given (`_sre.compile` validates the code,
+as for any regex), so a file put there by something else can at worst change what is judged, the
+same as editing the index (docs/security.md). A file that does not read back as a whole set is
+refused and the set loaded again. A cache that cannot be read or written is skipped. Nothing is
+written where `.sentient/` does not exist.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
-import pickle
 import re
 import sys
 import tempfile
@@ -29,25 +31,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sentient.threats.patterns import PATTERNS_FILE, PatternSet
+from sentient.threats.expressions import Needle, Searcher
+from sentient.threats.patterns import PATTERNS_FILE, Pattern, PatternSet
 
 CACHE_FILE = "patterns.cache"
-FORMAT = b"sentient-patterns 1\n"  # then the key's hex digest and a newline, then the pickle
+FORMAT = b"sentient-patterns 2 json\n"  # then the key's hex digest and a newline, then the JSON
 _PACKAGE = Path(__file__).resolve().parent
 _sre: Any = __import__("_sre")
 _parser: Any = __import__("re._parser", fromlist=["_parser"])
 _compiler: Any = __import__("re._compiler", fromlist=["_compiler"])
-# what a cache file may name: the set's own classes and the regex maker below, nothing else
-_ALLOWED = {
-    ("sentient.threats.patterns", "PatternSet"),
-    ("sentient.threats.patterns", "Pattern"),
-    ("sentient.threats.expressions", "Searcher"),
-    ("sentient.threats.expressions", "Needle"),
-    ("sentient.threats.compiled", "_regex"),
-    ("re", "_compile"),  # a regex _regex cannot give back exactly: compiled again
-    ("builtins", "frozenset"),
-    ("builtins", "set"),
-}
 
 
 def load_compiled(extra: Sequence[Mapping[str, Any]] | None = None, extra_file: Path | None = None,
@@ -89,28 +81,104 @@ def _read(path: Path, key: str) -> PatternSet | None:
         with open(path, "rb") as handle:
             if handle.readline() != FORMAT or handle.readline() != key.encode() + b"\n":
                 return None
-            found = _Unpickler(handle).load()
-    except Exception:  # missing, truncated, from another version, refused: loaded again
+            return set_from(json.loads(handle.read()))
+    except Exception:  # missing, truncated, from another version, not a set: loaded again
         return None
-    return found if isinstance(found, PatternSet) else None
 
 
 def _write(path: Path, key: str, patterns: PatternSet) -> None:
-    buffer = io.BytesIO()
     try:
-        _Pickler(buffer).dump(patterns)
+        body = json.dumps(set_data(patterns), separators=(",", ":")).encode()
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(handle, "wb") as out:
-            out.write(FORMAT + key.encode() + b"\n" + buffer.getvalue())
+            out.write(FORMAT + key.encode() + b"\n" + body)
         os.replace(temp, path)  # whole or not at all, if two processes race
-    except (OSError, pickle.PicklingError):
+    except (OSError, ValueError, TypeError):
         return
+
+
+# --- the set as plain data, and back -------------------------------------------------------------
+
+
+def set_data(patterns: PatternSet) -> dict[str, Any]:
+    return {"version": patterns.version, "fingerprint": patterns.fingerprint, "extra_count": patterns.extra_count,
+            "use_hyperscan": patterns.use_hyperscan, "patterns": [_pattern_data(p) for p in patterns.patterns]}
+
+
+def set_from(data: Mapping[str, Any]) -> PatternSet:
+    """The set `set_data` wrote; a KeyError, TypeError or ValueError (from the regex engine's check
+    of a compiled form) for anything else."""
+    found = PatternSet(int(data["version"]), tuple(_pattern_from(p) for p in data["patterns"]),
+                       str(data["fingerprint"]), int(data["extra_count"]), bool(data["use_hyperscan"]))
+    return found
+
+
+def _pattern_data(pattern: Pattern) -> dict[str, Any]:
+    return {"id": pattern.id, "class": pattern.class_, "description": pattern.description,
+            "regexes": [_regex_data(regex) for regex in pattern.regexes], "view": pattern.view,
+            "keywords": [list(group) for group in pattern.keywords], "case_sensitive": pattern.case_sensitive,
+            "not_after": list(pattern.not_after), "origin": pattern.origin,
+            "searchers": [_searcher_data(searcher) for searcher in pattern.searchers]}
+
+
+def _pattern_from(data: Mapping[str, Any]) -> Pattern:
+    return Pattern(id=_text(data["id"]), class_=_text(data["class"]), description=_text(data["description"]),
+                   regexes=tuple(_regex_from(regex) for regex in data["regexes"]), view=_text(data["view"]),
+                   keywords=tuple(tuple(_text(word) for word in group) for group in data["keywords"]),
+                   case_sensitive=bool(data["case_sensitive"]),
+                   not_after=tuple(_text(word) for word in data["not_after"]), origin=_text(data["origin"]),
+                   searchers=tuple(_searcher_from(searcher) for searcher in data["searchers"]))
+
+
+def _searcher_data(searcher: Searcher) -> dict[str, Any]:
+    return {"regex": _regex_data(searcher.regex), "at_word_start": searcher.at_word_start,
+            "needles": [[needle.text, needle.lead.hex(), needle.offset] for needle in searcher.needles],
+            "after_newline": None if searcher.after_newline is None else _regex_data(searcher.after_newline),
+            "at_hidden": searcher.at_hidden}
+
+
+def _searcher_from(data: Mapping[str, Any]) -> Searcher:
+    after = data["after_newline"]
+    return Searcher(regex=_regex_from(data["regex"]), at_word_start=bool(data["at_word_start"]),
+                    needles=tuple(Needle(_text(text), bytes.fromhex(lead), int(offset))
+                                  for text, lead, offset in data["needles"]),
+                    after_newline=None if after is None else _regex_from(after), at_hidden=bool(data["at_hidden"]))
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, found {type(value).__name__}")
+    return value
+
+
+def _regex_data(regex: re.Pattern[str]) -> dict[str, Any]:
+    """The regex's source and flags, and the engine's compiled form when it gives the regex back
+    exactly (else it is compiled again from the source on reading)."""
+    found: dict[str, Any] = {"pattern": regex.pattern, "flags": regex.flags}
+    parts = _parts(regex)
+    if parts is not None:
+        found.update(zip(("compiled_flags", "code", "groups", "groupindex", "indexgroup"), parts[1:], strict=True))
+    return found
+
+
+def _regex_from(data: Mapping[str, Any]) -> re.Pattern[str]:
+    pattern, flags = _text(data["pattern"]), int(data["flags"])
+    if "code" not in data:
+        return re.compile(pattern, flags)
+    code = [int(op) for op in data["code"]]
+    groupindex = {_text(name): int(number) for name, number in data["groupindex"].items()}
+    indexgroup = tuple(None if name is None else _text(name) for name in data["indexgroup"])
+    return _regex(pattern, int(data["compiled_flags"]), code, int(data["groups"]), groupindex, indexgroup)
 
 
 def _regex(pattern: str, flags: int, code: list[int], groups: int, groupindex: dict[str, int],
            indexgroup: tuple[str | None, ...]) -> re.Pattern[str]:
-    """A regex from the engine's compiled code: what re.compile makes, without parsing."""
-    compiled: re.Pattern[str] = _sre.compile(pattern, flags, code, groups, groupindex, indexgroup)
+    """A regex from the engine's compiled code: what re.compile makes, without parsing. The engine
+    checks the code and raises RuntimeError on code it would not make."""
+    try:
+        compiled: re.Pattern[str] = _sre.compile(pattern, flags, code, groups, groupindex, indexgroup)
+    except RuntimeError as error:
+        raise ValueError(f"not a compiled form of {pattern!r}: {error}") from error
     return compiled
 
 
@@ -122,23 +190,7 @@ def _parts(regex: re.Pattern[str]) -> tuple[Any, ...] | None:
     indexgroup: list[str | None] = [None] * parsed.state.groups
     for name, number in groupindex.items():
         indexgroup[number] = name
-    code = [int(op) for op in _compiler._code(parsed, regex.flags)]  # plain ints: its opcodes do not pickle
+    code = [int(op) for op in _compiler._code(parsed, regex.flags)]
     parts = (regex.pattern, regex.flags | parsed.state.flags, code,
              parsed.state.groups - 1, groupindex, tuple(indexgroup))
     return parts if _regex(*parts) == regex else None
-
-
-class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, re.Pattern) and isinstance(obj.pattern, str):
-            parts = _parts(obj)
-            if parts is not None:
-                return _regex, parts
-        return NotImplemented
-
-
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(f"{module}.{name} is not part of a pattern set")
-        return super().find_class(module, name)
