@@ -13,9 +13,9 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from sentient.errors import ConfigError
+from sentient.sections import Field, Invalid, Problem, Section
 
 CONFIG_FILE = "sentient.yaml"
 LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
@@ -37,11 +37,11 @@ def is_local(model: str) -> bool:
     return model == LOCAL_MODEL or model.startswith(LOCAL_MODEL + ":")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _known_zone(name: str) -> None:
+    zone_named(name)  # ValueError saying what to write instead
 
 
-class ModelRole(_Section):
+class ModelRole(Section):
     """One model role (chat, helper, extraction). Settings.role fills in what is left unset."""
 
     model: str | None = None
@@ -51,49 +51,49 @@ class ModelRole(_Section):
     tools: Literal["full", "compact"] | None = None  # the tool profile; None: compact for `local`, else full
 
 
-class Models(_Section):
+class Models(Section):
     chat: ModelRole = ModelRole()
     helper: ModelRole = ModelRole()
     extraction: ModelRole = ModelRole()
 
 
-class Features(_Section):
+class Features(Section):
     memory: bool = True
 
 
-class Limits(_Section):
+class Limits(Section):
     max_file_bytes: int = Field(default=1024 * 1024, gt=0)
 
 
-class ChatSettings(_Section):
+class ChatSettings(Section):
     incognito_uses_memory: bool = False
     context_tokens: int = Field(default=6000, ge=200)  # a session's history budget; over it, compact
     keep_messages: int = Field(default=6, ge=2)  # recent messages kept verbatim by compaction
     knowledge_entries: int = Field(default=40, ge=0)  # memory entries listed in the knowledge block
 
 
-class ApiSettings(_Section):
+class ApiSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     allow_memory: bool = False
 
 
-class UserSettings(_Section):
+class UserSettings(Section):
     name: str | None = None  # how the agent addresses the person; never sent in a memory-off turn
 
 
-class NotifySettings(_Section):
+class NotifySettings(Section):
     webhook_url: str | None = None  # where notify(text) posts JSON {"text": ...}
 
 
-class TaskSettings(_Section):
+class TaskSettings(Section):
     """Tasks run by `serve` (docs/tasks.md)."""
 
     max_parallel: int = Field(default=1, ge=1, le=16)  # runs at once; more wait their turn
     timeout: float = Field(default=600.0, gt=0)  # seconds a run may take; over it, it fails
 
 
-class FactSettings(_Section):
+class FactSettings(Section):
     """Facts about a caller, kept per persona (docs/facts.md). Absent: none kept or told."""
 
     max_facts: int = Field(default=40, ge=1, le=500)  # facts in one caller's set for one persona
@@ -103,12 +103,12 @@ class FactSettings(_Section):
     read_chars: int = Field(default=12000, ge=500)  # characters of recent turns one extraction reads
 
 
-class ThreatSettings(_Section):
+class ThreatSettings(Section):
     patterns: list[dict[str, Any]] = []  # extra patterns of this vault (docs/security.md)
     file: str | None = None  # a YAML file of extra patterns, relative to the vault
 
 
-class ScriptSettings(_Section):
+class ScriptSettings(Section):
     """Scripts run by execute_code (docs/security.md)."""
 
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bubblewrap when it starts, else none
@@ -116,7 +116,7 @@ class ScriptSettings(_Section):
     memory_mb: int = Field(default=512, ge=64, le=65536)  # memory of all its processes together
 
 
-class LocalSettings(_Section):
+class LocalSettings(Section):
     """The embedded model (`model: local` or `local:/path/to/x.gguf`)."""
 
     threads: int = Field(default=1, ge=1, le=64)
@@ -125,12 +125,13 @@ class LocalSettings(_Section):
     tool_routing: bool = True  # let small models call tools by constrained choice
 
 
-class Settings(_Section):
+class Settings(Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
     vault: Path = Path(".")
     model: str = "local"
-    timezone: str | None = None  # an IANA name (Europe/Berlin) for task schedules; None: the machine's
+    timezone: str | None = Field(default=None, check=_known_zone)  # an IANA name (Europe/Berlin) for task
+    # schedules; None: the machine's
     models: Models = Models()
     features: Features = Features()
     limits: Limits = Limits()
@@ -143,14 +144,7 @@ class Settings(_Section):
     threats: ThreatSettings = ThreatSettings()
     scripts: ScriptSettings = ScriptSettings()
     local: LocalSettings = LocalSettings()
-    _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
-
-    @field_validator("timezone")
-    @classmethod
-    def known_zone(cls, name: str | None) -> str | None:
-        if name is not None:
-            zone_named(name)  # ValueError saying what to write instead
-        return name
+    _model_from: dict[str, str] = Field(default_factory=dict, init=False)  # role or "model" -> the variable that set it
 
     @property
     def state_dir(self) -> Path:
@@ -222,7 +216,7 @@ class Settings(_Section):
     @classmethod
     def handed_over(cls, carried: Mapping[str, Any]) -> Settings:
         settings = cls.model_validate(carried["settings"])
-        settings._model_from = dict(carried.get("model_from") or {})
+        object.__setattr__(settings, "_model_from", dict(carried.get("model_from") or {}))
         return settings
 
     def model_fix(self, name: str) -> str:
@@ -329,34 +323,33 @@ def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
         raw["features"] = features
     try:
         settings = Settings(vault=root, **raw)
-    except ValidationError as exc:
-        problems = "; ".join(_problem(err) for err in exc.errors())
+    except Invalid as exc:
+        problems = "; ".join(_problem(problem) for problem in exc.problems)
         see = "" if problems.endswith("?") or "docs/configuration.md" in problems else ". See docs/configuration.md"
         raise ConfigError(f"{config_path}: {problems}{see}") from exc
-    settings._model_from = _model_origins(environ)
+    object.__setattr__(settings, "_model_from", _model_origins(environ))
     return settings
 
 
-def _section_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+def _section_at(loc: tuple[str | int, ...]) -> type[Section] | None:
     """The settings section a path of keys leads to (Settings for the top level)."""
-    section: type[BaseModel] = Settings
+    section: type[Section] = Settings
     for part in loc:
-        field = section.model_fields.get(str(part))
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        kind = section.setting_types().get(str(part))
+        inner = [arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)]  # facts: X | None
+        kind = inner[0] if len(inner) == 1 else kind
+        if not (isinstance(kind, type) and issubclass(kind, Section)):
             return None
-        section = annotation
+        section = kind
     return section
 
 
-def _problem(error: Any) -> str:
-    """One validation error as a person reads it: unknown keys get the nearest known one."""
-    loc = tuple(error["loc"])
+def _problem(problem: Problem) -> str:
+    """One refused value as a person reads it: unknown keys get the nearest known one."""
+    loc = problem.loc
     dotted = ".".join(str(p) for p in loc)
-    if error["type"] == "value_error":  # our own validators' words, without pydantic's "Value error, "
-        return f"{dotted}: {error['ctx']['error']}"
-    if error["type"] != "extra_forbidden":
-        return f"{dotted}: {error['msg']}"
+    if problem.type != "extra_forbidden":
+        return f"{dotted}: {problem.msg}"
     name = str(loc[-1])
     if name in ("api_key", "key", "apikey", "token", "password", "secret"):
         role = ".".join(str(p) for p in loc[:-1]) if loc[:1] == ("models",) and len(loc) > 2 else "models.chat"
@@ -364,7 +357,7 @@ def _problem(error: Any) -> str:
                 f"environment variable and name that variable with {role}.api_key_env, e.g. "
                 f"`api_key_env: OPENAI_API_KEY`")
     section = _section_at(loc[:-1])
-    known = [n for n in (section.model_fields if section is not None else {}) if n != "vault"]
+    known = [n for n in (section.setting_types() if section is not None else {}) if n != "vault"]
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     prefix = "".join(f"{p}." for p in loc[:-1])
     hint = f"did you mean '{prefix}{close[0]}'?" if close else "the settings are listed in docs/configuration.md"

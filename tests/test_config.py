@@ -190,3 +190,60 @@ def test_the_budget_of_a_send_fits_the_embedded_models_window() -> None:
         2048, 4096, 2048, 8192)
     assert Settings(model="local:/models/x.gguf", local={"context": 32768}).context_budget == 6000
     assert Settings(model="local", models={"chat": {"model": "openai/gpt-4o"}}).context_budget == 6000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("api:\n  port: 70000\n", "api.port: Input should be less than or equal to 65535"),
+        ("tasks:\n  timeout: 0\n", "tasks.timeout: Input should be greater than 0"),
+        ("chat:\n  context_tokens: 10\n", "chat.context_tokens: Input should be greater than or equal to 200"),
+        ("features:\n  memory: maybe\n", "features.memory: Input should be a valid boolean"),
+        ("model: [a, b]\n", "model: Input should be a valid string"),
+        ("scripts:\n  sandbox: docker\n", "scripts.sandbox: Input should be 'auto', 'bwrap' or 'none'"),
+        ("facts:\n  evry_n_turns: 3\n", "unknown setting 'facts.evry_n_turns' in sentient.yaml; "
+                                        "did you mean 'facts.every_n_turns'?"),
+        ("timezone: Europe/Berln\n", "timezone: 'Europe/Berln' is not a known time zone"),
+        ("api: 5\n", "api: Input should be a valid dictionary"),
+    ],
+)
+def test_each_refused_value_is_named_with_what_it_should_be(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "sentient.yaml").write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {})
+    assert message in caught.value.message
+
+
+def test_every_problem_of_a_file_is_named_at_once(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("api:\n  port: high\n  hots: x\ntasks:\n  max_parallel: 0\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {})
+    for part in ("api.port: Input should be a valid integer", "unknown setting 'api.hots'",
+                 "tasks.max_parallel: Input should be greater than or equal to 1"):
+        assert part in caught.value.message
+
+
+def test_values_yaml_gives_as_text_are_read_as_the_setting_means(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("api:\n  port: '9000'\n  allow_memory: 'yes'\ntasks:\n  timeout: 30\n"
+                                            "threats:\n  patterns: []\n")
+    settings = load_settings(tmp_path, {})
+    assert (settings.api.port, settings.api.allow_memory, settings.tasks.timeout) == (9000, True, 30.0)
+    assert isinstance(settings.tasks.timeout, float) and isinstance(settings.vault, Path)
+
+
+def test_settings_are_frozen_and_a_copy_keeps_where_the_model_came_from(tmp_path: Path) -> None:
+    (tmp_path / "sentient.yaml").write_text("")
+    settings = load_settings(tmp_path, {"SENTIENT_MODEL": "openai/gpt-4o-mini"})
+    with pytest.raises(AttributeError):
+        settings.model = "other"  # type: ignore[misc]
+    copied = settings.model_copy(update={"api": {"port": 9001}})
+    assert copied.api.port == 9001 and settings.api.port == 8765
+    assert "SENTIENT_MODEL" in copied.model_fix("chat")
+    with pytest.raises(ValueError, match="api.port"):
+        settings.model_copy(update={"api": {"port": -1}})
+
+
+def test_a_list_setting_is_never_shared_between_two_settings() -> None:
+    first, second = Settings(), Settings()
+    first.threats.patterns.append({"id": "x"})
+    assert second.threats.patterns == []

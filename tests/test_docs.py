@@ -5,27 +5,25 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from sentient.cli import build_parser
 from sentient.config import ModelRole, Settings
+from sentient.sections import Section
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-def setting_names(model: type[BaseModel], prefix: str = "") -> list[str]:
+def setting_names(model: type[Section], prefix: str = "") -> list[str]:
     names = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
+    for name, annotation in model.setting_types().items():
         optional = [arg for arg in getattr(annotation, "__args__", ()) if arg is not type(None)]
-        if len(optional) == 1 and isinstance(optional[0], type) and issubclass(optional[0], BaseModel):
+        if len(optional) == 1 and isinstance(optional[0], type) and issubclass(optional[0], Section):
             annotation = optional[0]  # a section that is None when absent (facts:)
         if name == "vault":
             continue
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation is not ModelRole:
+        if isinstance(annotation, type) and issubclass(annotation, Section) and annotation is not ModelRole:
             names += setting_names(annotation, f"{prefix}{name}.")
         elif annotation is ModelRole:
-            names += [f"{prefix}{name}.{inner}" for inner in ModelRole.model_fields] if name == "chat" else []
+            names += [f"{prefix}{name}.{inner}" for inner in ModelRole.setting_types()] if name == "chat" else []
         else:
             names.append(prefix + name)
     return names

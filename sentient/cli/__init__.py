@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from sentient import __version__
 from sentient.cli import chat, people, scan, serve, session, task, vault
 from sentient.cli import memory as memory_commands
 from sentient.cli.serve import bind, listen
@@ -48,6 +47,17 @@ def accept_global_options(parser: argparse.ArgumentParser) -> None:
                 accept_global_options(child)
 
 
+class _Version(argparse.Action):
+    """--version, the package's version looked up only when asked for (importlib.metadata costs
+    every command 15 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from sentient import __version__
+
+        parser.exit(message=f"sentient {__version__}\n")
+
+
 def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
     """The command line. With memory absent from the process there is no `memory` command."""
     parser = argparse.ArgumentParser(
@@ -55,7 +65,7 @@ def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
         description="A personal knowledge agent whose memory is a vault of markdown files.",
     )
     parser.add_argument("--vault", type=Path, help=VAULT_HELP)
-    parser.add_argument("--version", action="version", version=f"sentient {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_parser(sub)

@@ -165,7 +165,7 @@ def _regex_from(data: Mapping[str, Any]) -> re.Pattern[str]:
     pattern, flags = _text(data["pattern"]), int(data["flags"])
     if "code" not in data:
         return re.compile(pattern, flags)
-    code = [int(op) for op in data["code"]]
+    code = data["code"]  # numbers, or the engine refuses it (TypeError)
     groupindex = {_text(name): int(number) for name, number in data["groupindex"].items()}
     indexgroup = tuple(None if name is None else _text(name) for name in data["indexgroup"])
     return _regex(pattern, int(data["compiled_flags"]), code, int(data["groups"]), groupindex, indexgroup)
