@@ -55,7 +55,8 @@ class _Version(argparse.Action):
                  option_string: str | None = None) -> None:
         from sentient import __version__
 
-        parser.exit(message=f"sentient {__version__}\n")
+        print(f"sentient {__version__}")
+        parser.exit()
 
 
 def build_parser(*, memory: bool = True) -> argparse.ArgumentParser:
