@@ -78,6 +78,16 @@ class ApiSettings(_Section):
     allow_memory: bool = False
 
 
+McpPolicy = Literal["read-write", "read-only", "off"]
+
+
+class McpSettings(_Section):
+    """What each MCP client may do with the vault (docs/mcp.md), by the name it gives."""
+
+    default: McpPolicy = "read-write"  # a client named in no entry of `clients`
+    clients: dict[str, McpPolicy] = {}  # client name -> read-write, read-only or off
+
+
 class UserSettings(_Section):
     name: str | None = None  # how the agent addresses the person; never sent in a memory-off turn
 
@@ -136,6 +146,7 @@ class Settings(_Section):
     limits: Limits = Limits()
     chat: ChatSettings = ChatSettings()
     api: ApiSettings = ApiSettings()
+    mcp: McpSettings = McpSettings()
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
     tasks: TaskSettings = TaskSettings()

@@ -33,7 +33,7 @@ def _plans(workspace: Workspace) -> dict[str, dict[str, Any]]:
     came), or, with none, as `serve` would plan it from the files now."""
     from sentient.tasks.scheduler import Scheduler
 
-    server = _server(workspace)
+    server = running_server(workspace)
     if server is not None:
         import httpx
 
@@ -192,7 +192,7 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.tasks.manage import get_task
 
     get_task(workspace, args.id)  # NotFound before anything starts
-    server = _server(workspace)
+    server = running_server(workspace)
     if server is not None:
         url, token = server
         import httpx
@@ -214,7 +214,7 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
     return _run_here(workspace, args.id)
 
 
-def _server(workspace: Workspace) -> tuple[str, str] | None:
+def running_server(workspace: Workspace) -> tuple[str, str] | None:
     """(url, token) of a server serving this vault now, if one is (.sentient/server.json)."""
     from sentient.api.auth import load_or_create_token
 
