@@ -43,6 +43,7 @@ def vault(make_vault: Callable[[str], Path]) -> Path:
     """The basic vault, with a hand-written entry that reads like an injection."""
     path = make_vault("basic")
     (path / "memory" / "web-clipping.md").write_text(f"# Chai notes from a web page\n\nMasala chai. {INJECTION}\n")
+    (path / "pins" / "notes" / "pasted.md").write_text(f"# Pasted from a forum\n\n{INJECTION}\n")
     return path
 
 
@@ -138,7 +139,12 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "Ignore" not in resource.contents[0].text
             listed = {str(r.uri) for r in (await client.list_resources()).resources}
             assert "sentient://memory/maya-s-tea" in listed and "sentient://memory/web-clipping" not in listed
-            assert "sentient://note/interview-script" in listed
+            assert "sentient://note/interview-script" in listed and "sentient://note/pasted" not in listed
+            pins = await client.call_tool("pins_list", {"kind": "note"})
+            assert "Pasted from a forum" not in str(pins) and (pins.structured_content or {})["withheld"][0]["id"] == \
+                "pasted"
+            assert (await said(client, "pin_read", kind="note", id="pasted")).startswith("note pasted is withheld")
+            assert "no memory entry with id web-clipping" in await refused(client, "memory_forget", id="web-clipping")
             prompt = await client.get_prompt("knowledge", {})
             block = prompt.messages[0].content
             assert isinstance(block, mt.TextContent) and "(id: maya-s-tea)" in block.text
@@ -219,8 +225,9 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
 
 
 @contextmanager
-def served(vault: Path) -> Iterator[tuple[str, str]]:
-    app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=False, schedule=False)
+def served(vault: Path, **environ: str) -> Iterator[tuple[str, str]]:
+    settings = load_settings(vault, {"SENTIENT_MODEL": SCRIPTED, **environ})
+    app = create_app(settings, environ={}, watch=False, schedule=False)
     with uvicorn_thread(app) as port:
         yield f"http://127.0.0.1:{port}", app.state.token
 
@@ -277,6 +284,19 @@ def test_http_answers_each_client_with_its_policy(vault: Path, scripted: Scripte
     standup = Vault(vault).get("memory", "standup")
     assert standup.meta["source"] == "mcp:cursor"
     assert any((vault / "tasks" / "weekly-digest" / "runs").iterdir())
+
+
+def test_memory_absent_from_the_process_is_off_for_every_client(vault: Path) -> None:
+    configure(vault, mcp={"clients": {"cursor": "read-write"}})
+    with served(vault, SENTIENT_MEMORY="0") as (url, token):
+
+        async def session() -> None:
+            async with over_http(url, token, "cursor") as client:
+                assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS
+                why = await refused(client, "memory_recall", query="Anika")
+                assert "memory is absent from this vault's process (features.memory: false)" in why
+
+        anyio.run(session)
 
 
 def test_a_bad_policy_in_sentient_yaml_is_named(vault: Path) -> None:
