@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from sentient.api.app import create_app
+from sentient.cli import main
 from sentient.config import load_settings
 from sentient.vault.store import Vault
 from tests.agent_support import SCRIPTED, configure
@@ -203,8 +204,13 @@ def test_a_read_only_client_is_offered_no_writes_and_refused_them(vault: Path) -
 
 
 def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
+    (vault / "personas").mkdir()
+    (vault / "personas" / "reviewer.md").write_text("---\nname: Reviewer\n---\n\nYou review designs tersely.\n")
+
     async def session() -> None:
-        async with over_stdio(vault, "--policy", "off") as client:
+        async with over_stdio(vault, "--policy", "off", "--persona", "reviewer") as client:
+            instructions = (await client.initialize()).instructions or ""
+            assert instructions.endswith("\n\nYou review designs tersely.")
             assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS - WRITE_TOOLS
             why = await refused(client, "memory_recall", query="Anika")
             assert why.startswith("memory_recall isn't available to MCP client 'claude-desktop': memory is off")
@@ -219,6 +225,13 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
             assert "Ledger" in block  # its pins are still told
 
     anyio.run(session)
+
+
+def test_an_unknown_persona_is_refused_before_serving(vault: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--vault", str(vault), "mcp", "--persona", "nobody"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # stdout is the protocol's
+    assert "error: --persona: there is no persona 'nobody'" in err
 
 
 # --- streamable HTTP in serve ---------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from sentient.cli.task import running_server, start_on
 from sentient.errors import SentientError
 from sentient.workspace import Workspace
 
@@ -65,15 +66,7 @@ def cmd_mcp(args: argparse.Namespace, workspace: Workspace) -> int:
 
 def hand_run(workspace: Workspace, task: str) -> str:
     """Start a run on the server that serves this vault; its run id. SentientError when none does."""
-    import httpx
-
-    from sentient.cli.task import running_server
-
     server = running_server(workspace)
     if server is None:
         raise SentientError("no `sentient serve` serves this vault; start it, and task_run hands runs to it")
-    url, token = server
-    answer = httpx.post(f"{url}/api/tasks/{task}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    if answer.status_code >= 400:
-        raise SentientError(answer.json().get("error", {}).get("message", answer.text))
-    return str(answer.json()["run"])
+    return start_on(server, task)

@@ -194,13 +194,8 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
     get_task(workspace, args.id)  # NotFound before anything starts
     server = running_server(workspace)
     if server is not None:
-        url, token = server
-        import httpx
-
-        answer = httpx.post(f"{url}/api/tasks/{args.id}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        if answer.status_code >= 400:
-            raise SentientError(answer.json().get("error", {}).get("message", answer.text))
-        run = str(answer.json()["run"])
+        url, _ = server
+        run = start_on(server, args.id)
         print(f"started run {args.id}/{run} on the server at {url}")
         if not args.wait:
             print(f"follow it with `sentient task runs {args.id} {run}` (or run with --wait)")
@@ -212,6 +207,17 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
                   "stops it)", file=sys.stderr)
             return 130
     return _run_here(workspace, args.id)
+
+
+def start_on(server: tuple[str, str], task: str) -> str:
+    """Start a run of `task` on a server (url, token) that serves this vault; the run's id."""
+    import httpx
+
+    url, token = server
+    answer = httpx.post(f"{url}/api/tasks/{task}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    if answer.status_code >= 400:
+        raise SentientError(answer.json().get("error", {}).get("message", answer.text))
+    return str(answer.json()["run"])
 
 
 def running_server(workspace: Workspace) -> tuple[str, str] | None:
