@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from sentient.api.app import create_app
+from sentient.api.mcp import client_name
 from sentient.cli import main
 from sentient.config import load_settings
 from sentient.vault.store import Vault
@@ -310,6 +311,12 @@ def test_memory_absent_from_the_process_is_off_for_every_client(vault: Path) -> 
                 assert "memory is absent from this vault's process (features.memory: false)" in why
 
         anyio.run(session)
+
+
+def test_a_client_name_is_one_printable_line() -> None:
+    assert client_name(" Claude\nDesktop\x00\x1b[2J ") == "Claude Desktop[2J"
+    assert client_name("") == client_name(None) == "unknown"
+    assert len(client_name("x" * 500)) == 80
 
 
 def test_a_bad_policy_in_sentient_yaml_is_named(vault: Path) -> None:

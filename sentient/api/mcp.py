@@ -78,7 +78,7 @@ class Access:
 
 def client_name(given: str | None) -> str:
     """A client's name as provenance and for its policy: one line, at most CLIENT_CHARS."""
-    name = " ".join((given or "").split())[:CLIENT_CHARS]
+    name = " ".join("".join(ch for ch in given or "" if ch.isprintable() or ch.isspace()).split())[:CLIENT_CHARS]
     return name or "unknown"
 
 
