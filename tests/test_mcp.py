@@ -27,7 +27,9 @@ from sentient.api.app import create_app
 from sentient.api.mcp import client_name
 from sentient.cli import main
 from sentient.config import load_settings
+from sentient.search import find
 from sentient.vault.store import Vault
+from sentient.workspace import open_workspace
 from tests.agent_support import SCRIPTED, configure
 from tests.scripted import Scripted, text
 from tests.test_api_server import uvicorn_thread
@@ -276,6 +278,13 @@ def test_http_needs_the_token_and_a_host_of_its_own(vault: Path) -> None:
 def test_http_answers_each_client_with_its_policy(vault: Path, scripted: Scripted) -> None:
     configure(vault, mcp={"default": "read-only", "clients": {"cursor": "read-write", "gemini-cli": "off"}})
     scripted.queue(text("Nothing new this week."))
+
+    def searched(query: str, limit: int) -> list[str]:
+        """What `sentient search --kind memory` ranks first, withheld entries left out."""
+        with open_workspace(load_settings(vault, {})) as workspace:
+            hits = find(workspace.index, query, kind="memory", limit=limit + 5).hits
+            return [hit.key for hit in hits if workspace.visible(workspace.index.get("memory", hit.key))][:limit]
+
     with served(vault) as (url, token):
 
         async def sessions() -> None:
@@ -285,6 +294,9 @@ def test_http_answers_each_client_with_its_policy(vault: Path, scripted: Scripte
                         == "Saved memory standup (memory/standup.md).")
                 found = await said(writer, "memory_recall", query="chai")
                 assert INJECTION not in found and "withheld" in found
+                recalled = await writer.call_tool("memory_recall", {"query": "Maya", "limit": 5})
+                ranked = [entry["id"] for entry in (recalled.structured_content or {})["entries"]]
+                assert ranked == searched("Maya", 5) and len(ranked) == 5
                 started = await writer.call_tool("task_run", {"task": "weekly-digest"})
                 assert not started.is_error and (started.structured_content or {})["status"] == "queued"
             async with over_http(url, token, "some-editor") as reader:

@@ -114,20 +114,22 @@ def memory_recall(backend: Backend, ctx: ToolContext, args: Recall) -> Answer:
     asked = args.limit
     while True:
         hits = find(workspace.index, args.query, kind="memory", limit=asked).hits
-        docs = [doc for doc in (workspace.index.get("memory", hit.key) for hit in hits) if doc is not None]
-        shown = [doc for doc in docs if workspace.visible(doc)]
-        if len(shown) >= args.limit or len(hits) < asked or asked >= WITHHELD_SEARCH * args.limit:
+        found = [(hit.score, doc) for hit in hits if (doc := workspace.index.get("memory", hit.key)) is not None]
+        ranked = [(score, doc) for score, doc in found if workspace.visible(doc)]
+        if len(ranked) >= args.limit or len(hits) < asked or asked >= WITHHELD_SEARCH * args.limit:
             break
         asked *= 3
-    hidden = len(docs) - len(shown)
-    shown = shown[: args.limit]
+    hidden = len(found) - len(ranked)
+    ranked = ranked[: args.limit]
+    shown = [doc for _, doc in ranked]
     reads = "they read" if hidden > 1 else "it reads"
     note = f"\n({plural(hidden)} withheld: {reads} like instructions)" if hidden else ""
     if not shown:
         return Answer(f"Nothing remembered matches {args.query!r}.{note}", {"entries": [], "withheld": hidden})
     quotes = [quote(entry_of(doc), body=_preview(doc)) for doc in shown]
     return Answer(f"Remembered entries {QUOTED_NOTE}:\n" + "\n".join(quotes) + note,
-                  {"entries": [_fields(doc) for doc in shown], "withheld": hidden})
+                  {"entries": [{**_fields(doc), "score": round(score, 4)} for score, doc in ranked],
+                   "withheld": hidden})
 
 
 def plural(count: int) -> str:
