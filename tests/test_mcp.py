@@ -116,6 +116,7 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
     """The default policy: every tool; remember writes a judged file with the client's name as its
     provenance and does not save the same text twice; a flagged entry never leaves; bad
     arguments are tool errors naming the field; notepad writes are conditional."""
+    (vault / "pins" / "notes" / "typed.md").write_text(f"---\ntitle: [{INJECTION}]\n---\n\nA list for a title.\n")
     before = memory_files(vault)
 
     async def session() -> None:
@@ -149,6 +150,9 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
                 "pasted"
             assert (await said(client, "pin_read", kind="note", id="pasted")).startswith("note pasted is withheld")
             assert "no memory entry with id web-clipping" in await refused(client, "memory_forget", id="web-clipping")
+            quoting = await refused(client, "pin_read", kind="note", id="typed")  # its error would quote the title
+            assert quoting.startswith("pin_read: the error quotes text that reads like instructions, so it is withheld")
+            assert "Ignore" not in quoting
             prompt = await client.get_prompt("knowledge", {})
             block = prompt.messages[0].content
             assert isinstance(block, mt.TextContent) and "(id: maya-s-tea)" in block.text
@@ -320,7 +324,8 @@ def test_memory_absent_from_the_process_is_off_for_every_client(vault: Path) -> 
             async with over_http(url, token, "cursor") as client:
                 assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS
                 why = await refused(client, "memory_recall", query="Anika")
-                assert "memory is absent from this vault's process (features.memory: false)" in why
+                assert why.endswith("memory is absent from this vault's process (features.memory: false in "
+                                    "sentient.yaml, or SENTIENT_MEMORY=0)")
 
         anyio.run(session)
 

@@ -62,10 +62,11 @@ class Access:
     def refusal(self, item: McpTool) -> str | None:
         """Why this client may not call `item`, or None."""
         if item.memory and not self.memory:
-            why = ("memory is off for this client" if self.policy == "off" else
-                   "memory is absent from this vault's process (features.memory: false)")
-            return (f"{item.name} isn't available to MCP client '{self.client}': {why}. Set its policy in "
-                    "mcp.clients in sentient.yaml (docs/mcp.md) to read-only or read-write to use memory")
+            if self.policy != "off":
+                return (f"{item.name} isn't available to MCP client '{self.client}': memory is absent from this "
+                        "vault's process (features.memory: false in sentient.yaml, or SENTIENT_MEMORY=0)")
+            return (f"{item.name} isn't available to MCP client '{self.client}': memory is off for this client. Set "
+                    "its policy in mcp.clients in sentient.yaml (docs/mcp.md) to read-only or read-write to use memory")
         if item.writes and not self.writes:
             return (f"{item.name} isn't available to MCP client '{self.client}': its policy is {self.policy}, "
                     "so it writes nothing. Set it to read-write in mcp.clients in sentient.yaml (docs/mcp.md) "
@@ -116,6 +117,15 @@ def bad_arguments(tool: McpTool, exc: ValidationError) -> str:
     return f"{tool.name}: " + "; ".join(problems)
 
 
+def unquoted(backend: Backend, message: str) -> str:
+    """An error as a client is told it: one that quotes a file (a frontmatter value of the wrong
+    type) is judged like the file's text would be, and withheld when it reads like instructions."""
+    if backend.workspace.judge_text(message):
+        return (f"{message.partition(':')[0]}: the error quotes text that reads like instructions, so it is "
+                "withheld; `sentient doctor` shows it to the person")
+    return message
+
+
 def _error(text: str) -> mt.CallToolResult:
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=True)
 
@@ -141,7 +151,7 @@ def call(backend: Backend, access: Access, name: str, arguments: dict[str, Any] 
     try:
         return _result(tool.run(backend, tool_context(backend, access), args))
     except (SentientError, ToolRefused) as exc:
-        return _error(f"{name}: {getattr(exc, 'message', None) or exc}")
+        return _error(unquoted(backend, f"{name}: {getattr(exc, 'message', None) or exc}"))
     except Exception as exc:  # never a crashed server: the client reads what failed
         log.exception("MCP tool %s failed", name)
         return _error(f"{name} failed ({type(exc).__name__}); see the server's log")
@@ -185,7 +195,7 @@ def read_resource(backend: Backend, access: Access, uri: str) -> mt.ReadResource
     try:
         found = read_memory(backend, key) if kind == "memory" else read_pin(backend, kind, key)
     except SentientError as exc:
-        raise MCPError(code=mt.INVALID_PARAMS, message=f"{uri}: {exc.message}") from None
+        raise MCPError(code=mt.INVALID_PARAMS, message=unquoted(backend, f"{uri}: {exc.message}")) from None
     return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=uri, text=found.text,
                                                                    mime_type="text/markdown")])
 
