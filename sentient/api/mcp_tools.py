@@ -61,6 +61,7 @@ class Args(BaseModel):
 
 
 Run = Callable[[Backend, ToolContext, Any], Answer]
+REPLACING = frozenset({"memory_forget", "task_notepad_write"})  # what they change is gone from the files (git keeps it)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class McpTool:
     def schema(self) -> mt.Tool:
         return mt.Tool(name=self.name, description=self.description, input_schema=self.args.model_json_schema(),
                        annotations=mt.ToolAnnotations(read_only_hint=not self.writes,
-                                                      destructive_hint=self.writes and "forget" in self.name))
+                                                      destructive_hint=self.name in REPLACING))
 
 
 def withheld(kind: str, seen: EntryView) -> Answer:
@@ -91,11 +92,12 @@ def withheld(kind: str, seen: EntryView) -> Answer:
 
 
 def _fields(doc: IndexedDoc | Document) -> dict[str, Any]:
-    source = doc.meta.get("source")
-    return {"id": doc.key, "title": one_line(doc.title), "category": doc.meta.get("category"),
-            "scope": doc.meta.get("scope"), "source": source if isinstance(source, str) else None,
-            "untrusted": doc.meta.get("untrusted") is True, "revision": doc.revision,
-            "updated": doc.meta.get("updated"), "uri": f"sentient://{doc.kind}/{doc.key}"}
+    """What a client is told of a file besides its text (a field of another type than the format's,
+    in a hand-written file, is told as none)."""
+    text = {name: value if isinstance(value := doc.meta.get(name), str) else None
+            for name in ("category", "scope", "source", "updated")}
+    return {"id": doc.key, "title": one_line(doc.title), **text, "untrusted": doc.meta.get("untrusted") is True,
+            "revision": doc.revision, "uri": f"sentient://{doc.kind}/{doc.key}"}
 
 
 # --- memory -------------------------------------------------------------------------------
