@@ -78,6 +78,16 @@ class ApiSettings(Section):
     allow_memory: bool = False
 
 
+McpPolicy = Literal["read-write", "read-only", "off"]
+
+
+class McpSettings(Section):
+    """What each MCP client may do with the vault (docs/mcp.md), by the name it gives."""
+
+    default: McpPolicy = "read-write"  # a client named in no entry of `clients`
+    clients: dict[str, McpPolicy] = {}  # client name -> read-write, read-only or off
+
+
 class UserSettings(Section):
     name: str | None = None  # how the agent addresses the person; never sent in a memory-off turn
 
@@ -137,6 +147,7 @@ class Settings(Section):
     limits: Limits = Limits()
     chat: ChatSettings = ChatSettings()
     api: ApiSettings = ApiSettings()
+    mcp: McpSettings = McpSettings()
     user: UserSettings = UserSettings()
     notify: NotifySettings = NotifySettings()
     tasks: TaskSettings = TaskSettings()

@@ -619,14 +619,15 @@ def _caller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def session_knowledge(
-    workspace: Workspace, key: str, prompts: Prompts | None = None
+    workspace: Workspace, key: str, prompts: Prompts | None = None, *, memory: bool = True
 ) -> tuple[Knowledge | None, bool, tuple[str, ...]]:
     """What a stored session's next message would carry, whether the session already carries
     it, and what is left out of it and why (a pin withheld: also when nothing else is told):
-    what the agent is told, for a person to see."""
+    what the agent is told, for a person to see. `memory`: False for one who may not see what
+    is remembered (an MCP client with memory off): the block without the memory index."""
     meta = workspace.vault.get("session", key).meta
     channel = meta.get("channel") if isinstance(meta.get("channel"), str) else "chat"
-    allowed = memory_allowed(incognito=False, channel=str(channel), settings=workspace.settings)
+    allowed = memory and memory_allowed(incognito=False, channel=str(channel), settings=workspace.settings)
     builder = KnowledgeBuilder(workspace, prompts or Prompts(workspace.vault.root))
     scope = meta.get("scope")
     pins = list(meta.get("pins") or [])

@@ -15,19 +15,24 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
 from sentient.api import chat, docs, health, memory, people, personas, sessions, skills, tasks, v1
-from sentient.api.auth import load_or_create_token, require_token
+from sentient.api.auth import TokenGate, load_or_create_token, require_token
 from sentient.api.guard import RequestGuard
+from sentient.api.mcp import build_server
+from sentient.api.mcp_tools import Backend
 from sentient.config import Settings
 from sentient.errors import SentientError
 from sentient.llm import LLM
 from sentient.tasks.runner import Runner
 from sentient.tasks.scheduler import Scheduler
 from sentient.tools import build_registry
+from sentient.vault.kinds import check_key
 from sentient.vault.store import iso, utc_now
 from sentient.vault.transcript import writable
 from sentient.watcher import Watcher
@@ -129,6 +134,7 @@ def create_app(
     api.host (serve --host): the server answers to loopback names and that host only
     (sentient/api/guard.py)."""
     token, _ = load_or_create_token(settings.state_dir)
+    mcp = StreamableHTTPSessionManager(app=build_server(lambda: app.state.mcp))  # Host: RequestGuard checks it
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -148,13 +154,15 @@ def create_app(
             watcher.start()
         app.state.workspace, app.state.agent, app.state.watcher = workspace, agent, watcher
         app.state.runner, app.state.scheduler = runner, scheduler
+        app.state.mcp = Backend(agent, start_run=lambda task: runner.submit(check_key("task", task), "manual").run)
         if announce is not None:
             announce_tasks(scheduler, announce)
         runner.start()
         if schedule:
             scheduler.start()
         try:
-            yield
+            async with mcp.run():
+                yield
         finally:
             scheduler.stop()
             if watcher is not None:
@@ -190,6 +198,9 @@ def create_app(
     app.include_router(v1.router, dependencies=protected)
 
     app.include_router(docs.router, dependencies=protected)
+    # the MCP endpoint (docs/mcp.md): an ASGI app of the SDK's, behind the same token
+    app.router.routes.append(Route("/mcp", TokenGate(StreamableHTTPASGIApp(mcp), token, error_body),
+                                   include_in_schema=False))
 
     return app
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_FILE = "token"
 BEARER = "bearer"  # the security scheme's name in /openapi.json
@@ -43,15 +46,42 @@ def presented_token(request: Request, credentials: HTTPAuthorizationCredentials 
     return None
 
 
+REFUSED = "missing or wrong token: send 'Authorization: Bearer <token>' (the token is in .sentient/token)"
+
+
+def token_matches(given: str | None, expected: str) -> bool:
+    # compared as bytes: compare_digest refuses str holding non-ASCII characters (a 500 before)
+    return given is not None and secrets.compare_digest(given.encode("utf-8", "surrogatepass"),
+                                                        expected.encode("utf-8"))
+
+
 def require_token(request: Request,
                   credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> None:
     """FastAPI dependency: 401 unless the request carries the server's token."""
-    expected: str = request.app.state.token
-    given = presented_token(request, credentials)
-    # compared as bytes: compare_digest refuses str holding non-ASCII characters (a 500 before)
-    if given is None or not secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8")):
-        raise HTTPException(
-            status_code=401,
-            detail="missing or wrong token: send 'Authorization: Bearer <token>' (the token is in .sentient/token)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    if not token_matches(presented_token(request, credentials), request.app.state.token):
+        raise HTTPException(status_code=401, detail=REFUSED, headers={"WWW-Authenticate": "Bearer"})
+
+
+class TokenGate:
+    """The same check for an ASGI app mounted beside the routes (the MCP endpoint), which no
+    route dependency reaches: 401 unless `Authorization: Bearer <token>` is the server's token."""
+
+    def __init__(self, app: ASGIApp, token: str, error_body: Callable[[int, str], dict[str, object]]) -> None:
+        self.app = app
+        self.token = token
+        self.error_body = error_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        if scheme.lower() == "bearer" and token_matches(given.strip() or None, self.token):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            refusal = JSONResponse(self.error_body(401, REFUSED), 401, headers={"WWW-Authenticate": "Bearer"})
+            await refusal(scope, _no_receive, send)
+        else:  # a websocket: closed before it opens
+            await send({"type": "websocket.close", "code": 1008})
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}

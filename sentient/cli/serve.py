@@ -18,7 +18,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def add_parser(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="run the local API (chat, /v1, memory, sessions) and the file watcher")
+    serve = sub.add_parser("serve", help="run the local API (chat, /v1, memory, sessions, /mcp) and the file watcher")
     serve.add_argument("--host", help="address to listen on (default api.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port, 1-65535 (default api.port, 8765; 0 picks a free one)")
     serve.set_defaults(handler=cmd_serve)

@@ -33,7 +33,7 @@ def _plans(workspace: Workspace) -> dict[str, dict[str, Any]]:
     came), or, with none, as `serve` would plan it from the files now."""
     from sentient.tasks.scheduler import Scheduler
 
-    server = _server(workspace)
+    server = running_server(workspace)
     if server is not None:
         import httpx
 
@@ -192,15 +192,10 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.tasks.manage import get_task
 
     get_task(workspace, args.id)  # NotFound before anything starts
-    server = _server(workspace)
+    server = running_server(workspace)
     if server is not None:
-        url, token = server
-        import httpx
-
-        answer = httpx.post(f"{url}/api/tasks/{args.id}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        if answer.status_code >= 400:
-            raise SentientError(answer.json().get("error", {}).get("message", answer.text))
-        run = str(answer.json()["run"])
+        url, _ = server
+        run = start_on(server, args.id)
         print(f"started run {args.id}/{run} on the server at {url}")
         if not args.wait:
             print(f"follow it with `sentient task runs {args.id} {run}` (or run with --wait)")
@@ -214,7 +209,18 @@ def cmd_task_run(args: argparse.Namespace, workspace: Workspace) -> int:
     return _run_here(workspace, args.id)
 
 
-def _server(workspace: Workspace) -> tuple[str, str] | None:
+def start_on(server: tuple[str, str], task: str) -> str:
+    """Start a run of `task` on a server (url, token) that serves this vault; the run's id."""
+    import httpx
+
+    url, token = server
+    answer = httpx.post(f"{url}/api/tasks/{task}/run", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    if answer.status_code >= 400:
+        raise SentientError(answer.json().get("error", {}).get("message", answer.text))
+    return str(answer.json()["run"])
+
+
+def running_server(workspace: Workspace) -> tuple[str, str] | None:
     """(url, token) of a server serving this vault now, if one is (.sentient/server.json)."""
     from sentient.api.auth import load_or_create_token
 

@@ -36,6 +36,8 @@ SAME_TEXT = 0.9
 RELEVANT_CANDIDATES = 300
 # Hits looked through, per entry wanted, when the judge withholds some.
 WITHHELD_SEARCH = 27
+# Where an entry an agent wrote comes from (its `source:`): one it may later rewrite (agents_own).
+AGENT_SOURCES = ("session:", "task:", "mcp:")
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Entry(QuotedText):
         return quoted(body)
 
 
-def _entry(doc: IndexedDoc) -> Entry:
+def entry_of(doc: IndexedDoc) -> Entry:
     source = doc.meta.get("source")
     return Entry(doc.key, doc.title, doc.body, doc.category, doc.untrusted, source if isinstance(source, str) else None)
 
@@ -109,7 +111,7 @@ def visible_memories(workspace: Workspace, query: str, limit: int, *, any_word: 
         for hit in hits:
             doc = workspace.index.get("memory", hit.key)
             if doc is not None and workspace.visible(doc):
-                entries.append(_entry(doc))
+                entries.append(entry_of(doc))
         if len(entries) >= limit or len(hits) < asked or asked >= WITHHELD_SEARCH * limit:
             return entries[:limit]
         asked *= 3
@@ -180,7 +182,7 @@ def memory_recall(ctx: ToolContext, query: str = "", id: str | None = None, limi
         doc = workspace.index.get("memory", id)
         if doc is None or not workspace.visible(doc):
             return _answer(workspace, f"No memory entry with id {id}.")
-        return _part(ctx, _entry(doc), part)
+        return _part(ctx, entry_of(doc), part)
     if not query.strip():
         raise ToolRefused("give a query or an id")
     entries = visible_memories(workspace, query, max(1, min(limit, 20)))
@@ -220,12 +222,12 @@ def _part(ctx: ToolContext, entry: Entry, part: int) -> str:
 
 
 def agents_own(workspace: Workspace, doc: IndexedDoc) -> bool:
-    """A document the agent wrote (from a session or a task), that nobody edited since and that
+    """A document an agent wrote (from a session, a task or an MCP client), that nobody edited since and that
     is not withheld: one it may rewrite. A person's, or one they edited, is never overwritten by
     the model; nor is a withheld one, which the person has yet to see (rewriting it would erase
     what they are to judge)."""
     source = doc.meta.get("source")
-    mine = isinstance(source, str) and source.startswith(("session:", "task:")) and not doc.edited_outside
+    mine = isinstance(source, str) and source.startswith(AGENT_SOURCES) and not doc.edited_outside
     return mine and workspace.visible(doc)
 
 
@@ -356,7 +358,7 @@ def memory_search_by_source(ctx: ToolContext, source: str, limit: int = 10) -> s
     """
     workspace = ctx.agent.workspace
     found = [
-        _entry(doc)
+        entry_of(doc)
         for doc in workspace.index.documents("memory")
         if str(doc.meta.get("source", "")).startswith(source) and workspace.visible(doc)
     ][: max(1, limit)]
