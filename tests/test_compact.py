@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import litellm
 import pytest
@@ -58,13 +59,67 @@ def test_a_memory_turn_offers_fewer_tools_within_400_tokens_and_the_full_set_sta
     result = agent.turn("Tell me a joke.")
     small = scripted.requests[-1]
     assert set(full["tools"]) >= MEMORY_TOOLS and len(full["tools"]) == 16  # capable models: the full set
-    assert small["tools"] == ["memory", "web", "work"]
+    assert small["tools"] == ["memory", "work"]  # nothing asked to be saved, fetched or sent: no web, no writes
     assert result.offered == small["tools"]
-    memory = next(s for s in small["tool_schemas"] if s["function"]["name"] == "memory")["function"]
-    assert memory["parameters"]["properties"]["action"]["enum"] == [
-        "recall", "remember", "forget", "versions", "from_source", "about_person", "past_chats", "chats_since"]
+    assert actions(small, "memory") == ["recall", "versions", "from_source", "about_person", "past_chats",
+                                        "chats_since"]
+    assert actions(small, "work") == ["ask", "background", "parallel"]
     assert before_the_message(full) > 2 * MOST_TOKENS
     assert before_the_message(small) <= MOST_TOKENS, small["messages"]
+    scripted.queue(text("Done."))
+    agent.turn("Remember this, forget the old one, remind me, save it as a skill, run a script on "
+               "https://example.com")
+    asked = scripted.requests[-1]
+    assert asked["tools"] == ["memory", "web", "work"]
+    assert actions(asked, "memory") == ["recall", "remember", "forget", "versions", "from_source", "about_person",
+                                        "past_chats", "chats_since"]
+    assert actions(asked, "web") == ["fetch", "read", "notify"]
+    assert actions(asked, "work") == ["ask", "background", "parallel", "python", "save_skill"]
+    assert before_the_message(asked) <= MOST_TOKENS, asked["messages"]
+
+
+def actions(request: dict[str, Any], tool: str) -> list[str]:
+    """The actions a merged tool offered in a request."""
+    schema = next(s for s in request["tool_schemas"] if s["function"]["name"] == tool)["function"]
+    found: list[str] = schema["parameters"]["properties"]["action"]["enum"]
+    return found
+
+
+def test_a_small_model_saves_runs_and_sends_nothing_the_person_did_not_ask_for(
+    basic: Path, scripted: Scripted
+) -> None:
+    """Asked "what can you do?", the embedded model saved its own words as a skill and ran them."""
+    configure(basic, models=COMPACT)
+    agent = agent_on(basic)
+    before = {p: p.read_bytes() for p in basic.rglob("*.md") if "sessions" not in p.parts}
+    scripted.queue(call("work", action="save_skill", text="helpers\nscripts, skills"),
+                   call("work", action="python", text="print(1)"),
+                   call("memory", action="remember", text="The weather today is very hot."),
+                   call("web", action="notify", text="hello"), text("I can chat and remember things."))
+    result = agent.turn("What can you do?")
+    assert [c.ok for c in result.calls] == [False] * 4
+    assert result.calls[0].result == ("Error: work: the person did not ask to save_skill (they would say something "
+                                      "like 'save this as a skill'), so it was not done; answer them instead")
+    assert "did not ask to remember" in result.calls[2].result
+    assert {p: p.read_bytes() for p in basic.rglob("*.md") if "sessions" not in p.parts} == before
+    scripted.queue(call("memory", action="remember", text="Biscuit's vet visit is in April."), text("Noted."))
+    agreed = agent.turn("Please remember that Biscuit's vet visit is in April.")
+    assert [c.ok for c in agreed.calls] == [True]
+    assert any("vet visit is in April" in p.read_text() for p in (basic / "memory").rglob("*.md"))
+
+
+def test_a_task_run_keeps_every_action_of_the_compact_profile(basic: Path) -> None:
+    from sentient.agent.compact import compact
+
+    agent = agent_on(basic)
+    tools = list(agent.registry)
+    run = agent.context(incognito=False, channel="task", session=None, run="brief/run-1")
+    chat = agent.context(incognito=False, channel="chat", session=None, asked="hello")
+    offered = {tool.name: tool for tool in compact(tools, ctx=run)}
+    assert "remember" in offered["memory"].parameters["properties"]["action"]["enum"]
+    assert "python" in offered["work"].parameters["properties"]["action"]["enum"]
+    said = {tool.name: tool for tool in compact(tools, ctx=chat)}
+    assert "remember" not in said["memory"].parameters["properties"]["action"]["enum"] and "web" not in said
 
 
 def test_a_merged_call_runs_the_full_tool(basic: Path, scripted: Scripted) -> None:
@@ -73,7 +128,7 @@ def test_a_merged_call_runs_the_full_tool(basic: Path, scripted: Scripted) -> No
     scripted.queue(call("memory", action="recall", text="Anika teacher"),
                    call("memory", action="remember", text="Anika's school reopens on 2 January."),
                    text("She teaches in Mysuru."))
-    result = agent.turn("Where does Anika teach?")
+    result = agent.turn("Where does Anika teach? Note that her school reopens on 2 January.")
     assert [(c.name, c.ok) for c in result.calls] == [("memory", True), ("memory", True)]
     assert FACT in result.calls[0].result
     saved = [p for p in (basic / "memory").rglob("*.md") if "reopens on 2 January" in p.read_text()]
@@ -121,7 +176,7 @@ def test_a_tool_forced_by_name_is_offered_as_itself_unless_the_turn_refuses_it(
     forced = {"type": "function", "function": {"name": "memory_recall"}}
     scripted.queue(call("memory_recall", query="Anika"), text("Mysuru."), text("I don't know."))
     result = agent.turn("Where does Anika teach?", tool_choice=forced)
-    assert scripted.offered_tools[0] == ["memory", "web", "work", "memory_recall"]
+    assert scripted.offered_tools[0] == ["memory", "work", "memory_recall"]
     memory = scripted.requests[0]["tool_schemas"][0]["function"]
     assert "recall" not in memory["parameters"]["properties"]["action"]["enum"]  # not twice
     assert result.calls[0].name == "memory_recall" and FACT in result.calls[0].result

@@ -90,6 +90,7 @@ class ToolContext:
     session_month: str | None = None  # the yyyy-mm folder of a stored session's file
     run: str | None = None  # 'task/run' for a task run
     recurring: bool = False  # a run of a recurring task (may keep a notepad)
+    asked: str | None = None  # the person's message of a chat turn (what compact.py lets a small model do); None: a run
     state: TurnState = field(default_factory=TurnState)
     allowed_tools: frozenset[str] | None = None  # a helper's ceiling: its parent's offer
     depth: int = 0

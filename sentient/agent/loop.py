@@ -156,7 +156,7 @@ def run_loop(
     allowed = [item for item in tools if refusal(ctx, item.name) is None]
     if llm.settings.tool_profile(role) == "compact":  # a small model: the same capabilities in fewer tools
         forced = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
-        allowed = compact(allowed, keep=forced)
+        allowed = compact(allowed, keep=forced, ctx=ctx)
     offered = {item.name: item for item in allowed}
     schemas = [item.schema() for item in offered.values()] or None
     deadline = None if time_limit is None else time.monotonic() + time_limit

@@ -371,7 +371,7 @@ class Agent:
             except SentientError as exc:  # an unusable index costs the turn its memories, not the send
                 log.warning("index not synced before the turn: %s", exc.message)
         with self.session_lock(session):
-            ctx = self.context(incognito=incognito, channel=channel, session=session)
+            ctx = self.context(incognito=incognito, channel=channel, session=session, asked=text)
             return self._turn(ctx, session, text, tool_choice, on_text, prior or [])
 
     def check_length(self, text: str) -> None:
