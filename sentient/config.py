@@ -125,6 +125,32 @@ class LocalSettings(_Section):
     tool_routing: bool = True  # let small models call tools by constrained choice
 
 
+class GitSettings(_Section):
+    """The vault's git repository (docs/git.md)."""
+
+    autocommit: bool = True  # commit every change the app makes, when the vault is a repository of its own
+    commit_manual_edits: bool = False  # commit the person's own changes with the app's
+    commit_delay: float = Field(default=2.0, ge=0.05, le=60)  # seconds of quiet that end a burst of writes
+    author: str = "Sentient <sentient@localhost>"  # the author and committer of the app's commits
+    remote: str = "origin"  # what `sentient sync` pulls from and pushes to
+    sync_minutes: int = Field(default=0, ge=0)  # serve syncs every this many minutes; 0: only when asked
+
+    @field_validator("author")
+    @classmethod
+    def name_and_email(cls, author: str) -> str:
+        name, bracket, rest = author.partition("<")
+        if not name.strip() or not bracket or not rest.endswith(">") or len(rest) < 2 or "<" in rest[:-1]:
+            raise ValueError(f"{author!r} is not 'Name <email>'; write e.g. 'Sentient <sentient@localhost>'")
+        return author
+
+    @field_validator("remote")
+    @classmethod
+    def remote_name(cls, remote: str) -> str:
+        if not remote.strip() or remote.startswith("-") or any(ch.isspace() for ch in remote):
+            raise ValueError(f"{remote!r} is not a remote's name (such as origin)")
+        return remote
+
+
 class Settings(_Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
@@ -143,6 +169,7 @@ class Settings(_Section):
     threats: ThreatSettings = ThreatSettings()
     scripts: ScriptSettings = ScriptSettings()
     local: LocalSettings = LocalSettings()
+    git: GitSettings = GitSettings()
     _model_from: dict[str, str] = PrivateAttr(default_factory=dict)  # role or "model" -> the variable that set it
 
     @field_validator("timezone")

@@ -13,6 +13,9 @@ from sentient.errors import SentientError
 from sentient.index import Index, IndexedDoc, Listed
 from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import Document, Vault
+from sentient.vault.changes import Change
+from sentient.vault.committer import Committer
+from sentient.vault.git import Author, Git, RepoState, repository
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,8 @@ class Workspace:
     watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
     index_path: Path | None = None  # an index file of its own, not the vault's (see open_workspace)
     _index: Index | None = field(default=None, repr=False)
+    _repo: RepoState | None = field(default=None, repr=False)
+    _committer: Committer | None = field(default=None, repr=False)
 
     @property
     def index(self) -> Index:
@@ -80,7 +85,44 @@ class Workspace:
         """True when the text reads like instructions (the current patterns match)."""
         return self.judge.judge(text).flagged
 
+    @property
+    def repo(self) -> RepoState:
+        """The vault's own git repository, or why there is none (looked for once)."""
+        if self._repo is None:
+            self._repo = repository(self.vault.root, author=Author.parse(self.settings.git.author))
+        return self._repo
+
+    @property
+    def git(self) -> Git | None:
+        return self.repo.git
+
+    @property
+    def committer(self) -> Committer | None:
+        """The background committer, once the app has written something (None: autocommit is off,
+        or the vault is no repository of its own: see `repo`)."""
+        return self._committer
+
+    def autocommit(self) -> None:
+        """Commit every write the app makes from now on, in the background (git.autocommit):
+        the repository is looked for at the first write, not at start."""
+        if self.settings.git.autocommit and self.vault.on_change is None:
+            self.vault.on_change = self._first_change
+
+    def _first_change(self, change: Change) -> None:
+        if self._committer is None:
+            self._committer = Committer(lambda: self.git, self.vault.state_dir, delay=self.settings.git.commit_delay,
+                                        manual_edits=self.settings.git.commit_manual_edits)
+        self.vault.on_change = self._committer.record
+        self._committer.record(change)
+
+    def flush_commits(self) -> None:
+        """Commit the app's pending writes now (a command before it exits, a sync before it merges)."""
+        if self._committer is not None:
+            self._committer.flush()
+
     def close(self) -> None:
+        if self._committer is not None:
+            self._committer.close()
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -194,4 +236,6 @@ def open_workspace(settings: Settings, patterns: PatternSet | None = None, index
     which a server may be judging with, and must not be given another set's)."""
     judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
-    return Workspace(settings, vault, judge, index_path=index_path)
+    workspace = Workspace(settings, vault, judge, index_path=index_path)
+    workspace.autocommit()
+    return workspace

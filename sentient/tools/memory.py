@@ -341,7 +341,7 @@ def memory_forget(ctx: ToolContext, id: str) -> str:
     indexed = workspace.index.get("memory", check_id(id, "memory id"))
     if indexed is not None and not workspace.visible(indexed):  # the person is to see it first
         return _answer(workspace, f"No memory entry with id {id}.")
-    path = workspace.vault.delete("memory", id)
+    path = workspace.vault.delete("memory", id, source=ctx.source)
     workspace.index.remove(path)
     return f"Forgot memory {id}."
 

@@ -1,0 +1,215 @@
+"""The git-native vault (docs/git.md): every change the app makes becomes a readable commit off
+the request path, a person's hand edits stay theirs, the history of an entry, and sync between
+two clones through a bare repository. Real git, real files, the scripted model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from sentient.api.app import create_app
+from sentient.config import load_settings
+from sentient.workspace import open_workspace
+from tests.agent_support import SCRIPTED, agent_on, configure
+from tests.scripted import Scripted, call, text
+from tests.test_api_server import Running, eventually, uvicorn_thread
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+GIT = shutil.which("git") or "git"  # the real one, whatever a test puts first on PATH
+
+PERSON = {"GIT_AUTHOR_NAME": "Pat", "GIT_AUTHOR_EMAIL": "pat@example.org", "GIT_COMMITTER_NAME": "Pat",
+          "GIT_COMMITTER_EMAIL": "pat@example.org"}
+
+
+def git(vault: Path, *args: str) -> str:
+    """Run git as the person does (their name, their own commits)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | PERSON
+    return subprocess.run([GIT, "-C", str(vault), "-c", "init.defaultBranch=main", *args], env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def log(vault: Path, *args: str) -> list[str]:
+    """The vault's commits, newest first, as 'author | subject'."""
+    return git(vault, "log", "--format=%an | %s", *args).splitlines()
+
+
+@pytest.fixture
+def repo(make_vault: Callable[[str], Path]) -> Path:
+    """The basic vault as a repository of its own, everything committed by the person."""
+    vault = make_vault("basic")
+    (vault / ".gitignore").write_text(".sentient/\n")
+    git(vault, "init", "-q")
+    git(vault, "add", "-A")
+    git(vault, "commit", "-qm", "my vault")
+    return vault
+
+
+def test_a_remember_in_a_turn_is_one_commit_naming_what_and_why(repo: Path, scripted: Scripted) -> None:
+    scripted.queue(call("memory_remember", title="Anika teaches maths", text="Anika teaches maths in Mysuru."),
+                   text("Noted."))
+    agent = agent_on(repo)
+    result = agent.turn("Remember that Anika teaches maths")
+    agent.close()
+    agent.workspace.close()  # flushes what is pending
+    session = result.session
+    month = next((repo / "sessions").glob(f"*/{session}.md")).parent.name
+    commits = log(repo)
+    assert len(commits) == 2, commits  # the person's, and one of the app's for the whole turn
+    author_line = git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>")
+    assert author_line.strip() == "Sentient <sentient@localhost>|Sentient <sentient@localhost>"
+    message = git(repo, "log", "-1", "--format=%B")
+    assert f"- memory: remember anika-teaches-maths (session {month}/{session})" in message
+    assert f"- session {month}/{session}: start" in message
+    assert f"Sentient-Source: session {month}/{session}" in message
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_one_write_is_a_commit_whose_subject_says_it(repo: Path) -> None:
+    with open_workspace(load_settings(repo, {})) as workspace:
+        from sentient.memory import create_entry
+        create_entry(workspace, title="Filter coffee at seven", body="Every morning.", id="coffee-time")
+    assert log(repo)[0] == "Sentient | memory: add coffee-time (user)"
+    assert "Sentient-Source: user" in git(repo, "log", "-1", "--format=%B")
+
+
+def test_a_burst_of_ten_writes_is_one_commit(repo: Path) -> None:
+    from sentient.memory import create_entry
+    with open_workspace(load_settings(repo, {})) as workspace:
+        for n in range(10):
+            create_entry(workspace, title=f"Fact {n}", body=f"Fact number {n}.", id=f"fact-{n}")
+        assert workspace.committer is not None and workspace.committer.commits == 0  # nothing waited for git
+    commits = log(repo)
+    assert commits[0] == "Sentient | sentient: 10 memory entries" and len(commits) == 2
+    assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == [f"memory/fact-{n}.md" for n in range(10)]
+
+
+def test_the_committer_commits_by_itself_after_a_quiet_moment(repo: Path) -> None:
+    from sentient.memory import create_entry
+    configure(repo, git={"commit_delay": 0.2})
+    git(repo, "commit", "-qam", "delay")
+    with open_workspace(load_settings(repo, {})) as workspace:
+        create_entry(workspace, title="One", body="One.", id="one")
+        create_entry(workspace, title="Two", body="Two.", id="two")
+        eventually(lambda: len(log(repo)) == 3, "the burst committed", timeout=10)
+        assert log(repo)[0] == "Sentient | sentient: 2 memory entries"
+
+
+def test_hand_edits_are_never_committed_by_the_app_and_never_overwritten(repo: Path) -> None:
+    from sentient.memory import create_entry
+    edited = repo / "memory" / "filter-coffee.md"
+    edited.write_text(edited.read_text() + "\nAnd a second cup at four.\n")
+    staged = repo / "memory" / "morning-runs.md"
+    staged.write_text(staged.read_text() + "\nTen km on Sundays.\n")
+    git(repo, "add", "memory/morning-runs.md")
+    (repo / "scratch.md").write_text("a note of mine\n")
+    with open_workspace(load_settings(repo, {})) as workspace:
+        create_entry(workspace, title="Tea", body="Masala chai.", id="tea")
+    assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == ["memory/tea.md"]
+    status = git(repo, "status", "--porcelain").splitlines()
+    assert sorted(status) == [" M memory/filter-coffee.md", "?? scratch.md", "M  memory/morning-runs.md"]
+    assert edited.read_text().endswith("And a second cup at four.\n")
+    assert staged.read_text().endswith("Ten km on Sundays.\n")
+
+
+def test_hand_edits_are_committed_with_the_apps_when_configured(repo: Path) -> None:
+    from sentient.memory import create_entry
+    configure(repo, git={"commit_manual_edits": True})
+    edited = repo / "memory" / "filter-coffee.md"
+    edited.write_text(edited.read_text() + "\nAnd a second cup at four.\n")
+    with open_workspace(load_settings(repo, {})) as workspace:
+        create_entry(workspace, title="Tea", body="Masala chai.", id="tea")
+    assert sorted(git(repo, "show", "--format=", "--name-only", "HEAD").split()) == [
+        "memory/filter-coffee.md", "memory/tea.md", "sentient.yaml"]
+    assert "- changed by hand: memory/filter-coffee.md" in git(repo, "log", "-1", "--format=%B")
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_autocommit_off_commits_nothing(repo: Path) -> None:
+    from sentient.memory import create_entry
+    configure(repo, git={"autocommit": False})
+    git(repo, "commit", "-qam", "off")
+    with open_workspace(load_settings(repo, {})) as workspace:
+        create_entry(workspace, title="Tea", body="Masala chai.", id="tea")
+    assert len(log(repo)) == 2
+    assert git(repo, "status", "--porcelain") == "?? memory/tea.md\n"
+
+
+def test_a_vault_inside_another_repository_is_not_committed_to(tmp_path: Path,
+                                                                make_vault: Callable[[str], Path]) -> None:
+    from sentient.memory import create_entry
+    vault = make_vault("basic")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "a project holding a vault")
+    with open_workspace(load_settings(vault, {})) as workspace:
+        create_entry(workspace, title="Tea", body="Masala chai.", id="tea")
+        assert workspace.repo.git is None and "not a repository of its own" in str(workspace.repo.why_not)
+    assert len(log(tmp_path)) == 1
+
+
+# --- serving --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def serve(scripted: Scripted) -> Iterator[Callable[..., Running]]:
+    """serve(vault, watch=False) -> a Running server on 127.0.0.1, stopped after the test."""
+    with ExitStack() as stack:
+
+        def start(vault: Path, *, watch: bool = False) -> Running:
+            app = create_app(load_settings(vault, {"SENTIENT_MODEL": SCRIPTED}), environ={}, watch=watch,
+                             schedule=False)
+            return Running(app, stack.enter_context(uvicorn_thread(app)), vault)
+
+        yield start
+
+
+def slow_git(folder: Path, seconds: float) -> str:
+    """A folder holding a `git` that takes `seconds` longer than the real one, for PATH."""
+    folder.mkdir()
+    wrapper = folder / "git"
+    wrapper.write_text(f"#!/bin/sh\nsleep {seconds}\nexec {GIT} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_a_chat_does_not_wait_for_its_commit(repo: Path, serve: Callable[..., Running], scripted: Scripted,
+                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(repo, git={"commit_delay": 0.5})
+    git(repo, "commit", "-qam", "quick commits")
+    monkeypatch.setenv("PATH", slow_git(tmp_path / "slow", 1.0))  # each git command a second longer
+    server = serve(repo)
+    scripted.queue(call("memory_remember", title="Anika teaches maths", text="Anika teaches maths in Mysuru."),
+                   text("Noted."))
+    with server.http() as http:
+        started = time.monotonic()
+        answer = http.post("/api/chat", json={"message": "Remember that Anika teaches maths"})
+        took = time.monotonic() - started
+    assert answer.status_code == 200 and answer.json()["reply"] == "Noted."
+    assert took < 1.0, f"the turn took {took:.2f} s: it waited for git"
+    assert len(log(repo)) == 2  # not committed yet when the answer came
+    eventually(lambda: len(log(repo)) == 3, "the turn's commit", timeout=30)
+    assert log(repo)[0].startswith("Sentient | sentient: 1 memory entry, 1 session")
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_serving_and_chatting_without_memory_writes_commits_only_the_session(
+        repo: Path, serve: Callable[..., Running], scripted: Scripted) -> None:
+    server = serve(repo, watch=True)
+    scripted.queue(text("Hello."))
+    with server.http() as http:
+        answer = http.post("/api/chat", json={"message": "hi"})
+        assert answer.status_code == 200
+        assert http.get("/api/health").status_code == 200
+        session = answer.json()["session_id"]
+    server.app.state.workspace.flush_commits()
+    changed = git(repo, "show", "--format=", "--name-only", "HEAD").split()
+    assert len(changed) == 1 and changed[0].startswith("sessions/") and changed[0].endswith(f"/{session}.md")
+    assert log(repo)[0].startswith("Sentient | session ") and len(log(repo)) == 2
+    assert git(repo, "status", "--porcelain") == ""
