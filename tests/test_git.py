@@ -17,7 +17,7 @@ import pytest
 from sentient.api.app import create_app
 from sentient.config import load_settings
 from sentient.workspace import open_workspace
-from tests.agent_support import SCRIPTED, agent_on, configure
+from tests.agent_support import SCRIPTED, agent_on, configure, sentient
 from tests.scripted import Scripted, call, text
 from tests.test_api_server import Running, eventually, uvicorn_thread
 
@@ -213,3 +213,65 @@ def test_serving_and_chatting_without_memory_writes_commits_only_the_session(
     assert len(changed) == 1 and changed[0].startswith("sessions/") and changed[0].endswith(f"/{session}.md")
     assert log(repo)[0].startswith("Sentient | session ") and len(log(repo)) == 2
     assert git(repo, "status", "--porcelain") == ""
+
+
+# --- history --------------------------------------------------------------------------------
+
+
+def test_history_lists_each_revision_shows_each_body_and_revert_restores_one(
+        repo: Path, capsys: pytest.CaptureFixture[str], serve: Callable[..., Running]) -> None:
+    vault = ["--vault", str(repo)]
+    assert sentient(capsys, *vault, "memory", "add", "Tea", "Masala chai.", "--id", "tea")[0] == 0
+    with open_workspace(load_settings(repo, {})) as workspace:
+        from sentient.memory import edit_entry
+        edit_entry(workspace, "tea", expected_revision=None, body="Masala chai, no sugar.")
+    path = repo / "memory" / "tea.md"
+    path.write_text(path.read_text().replace("no sugar", "one sugar"))  # by hand, committed by the person
+    git(repo, "commit", "-qam", "tea: one sugar after all")
+    code, out, _ = sentient(capsys, *vault, "memory", "history", "tea")
+    lines = out.splitlines()
+    assert code == 0 and lines[-1].startswith("3 revisions of memory tea")
+    assert "person (Pat)" in lines[0] and lines[0].endswith("tea: one sugar after all")
+    assert "app" in lines[1] and lines[1].endswith("memory: update tea (user)")
+    assert lines[2].endswith("memory: add tea (user)")
+    revs = [line.split()[0] for line in lines[:3]]
+    bodies = []
+    for rev in revs:
+        code, out, _ = sentient(capsys, *vault, "memory", "history", "tea", "--show", rev)
+        bodies.append(out.rstrip().splitlines()[-1])
+    assert bodies == ["Masala chai, one sugar.", "Masala chai, no sugar.", "Masala chai."]
+
+    server = serve(repo)
+    with server.http() as http:
+        listed = http.get("/api/memory/tea/history").json()["revisions"]
+        assert [(r["by"], r["subject"]) for r in listed] == [("person", "tea: one sugar after all"),
+                                                             ("app", "memory: update tea (user)"),
+                                                             ("app", "memory: add tea (user)")]
+        oldest = http.get(f"/api/memory/tea/history/{listed[2]['short']}").json()
+        assert oldest["body"] == "Masala chai.\n" and oldest["title"] == "Tea" and oldest["by"] == "app"
+        stale = http.post("/api/memory/tea/revert", json={"revision": listed[2]["commit"],
+                                                          "expected_revision": "sha256:" + "0" * 64})
+        assert stale.status_code == 412 and "one sugar" in path.read_text()
+        unknown = http.get("/api/memory/tea/history/0000000")
+        assert unknown.status_code == 404 and "is not one of its revisions" in unknown.text
+        current = http.get("/api/memory/tea").json()["revision"]
+        restored = http.post("/api/memory/tea/revert", json={"revision": listed[2]["commit"],
+                                                             "expected_revision": current})
+        assert restored.status_code == 200 and restored.json()["body"] == "Masala chai.\n"
+        server.app.state.workspace.flush_commits()
+    assert path.read_text().endswith("\nMasala chai.\n")
+    assert log(repo)[0] == f"Sentient | memory: revert to {listed[2]['short']} tea (user)"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_forgotten_entry_keeps_its_history_and_can_be_brought_back(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vault = ["--vault", str(repo)]
+    assert sentient(capsys, *vault, "memory", "forget", "anika-teacher")[0] == 0
+    code, out, _ = sentient(capsys, *vault, "memory", "history", "anika-teacher")
+    first, second = out.splitlines()[:2]
+    assert "memory: forget anika-teacher (user)" in first and second.endswith("my vault")
+    code, out, err = sentient(capsys, *vault, "memory", "revert", "anika-teacher", first.split()[0])
+    assert code == 2 and "nothing to restore (the entry was forgotten in that commit)" in err
+    assert sentient(capsys, *vault, "memory", "revert", "anika-teacher", second.split()[0])[0] == 0
+    assert "Mysuru" in (repo / "memory" / "anika-teacher.md").read_text()
