@@ -78,6 +78,8 @@ def withheld_reason(workspace: Workspace, version: Version) -> str | None:
     the file can spell what only the parsed title says)."""
     if version.document is None or version.text is None:
         return "it does not parse as an entry" if version.text is not None else None
+    if version.document.key in workspace.conflicted("memory"):
+        return "the entry is in a sync conflict a person has not resolved yet"
     if workspace.judge_text(version.text) or not workspace.visible(version.document):
         return "it reads like instructions"
     return None

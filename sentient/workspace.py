@@ -3,13 +3,14 @@ point (CLI command, server lifespan) and passed down; closed when that entry poi
 
 from __future__ import annotations
 
+import glob
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from sentient.config import CONFIG_FILE, Settings, load_settings
-from sentient.errors import SentientError
+from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
 from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import Document, Vault
@@ -72,14 +73,29 @@ class Workspace:
         return self._index is not None and self._index.judge_version == fingerprint
 
     def withheld_row(self, row: Listed) -> bool:
-        """judgment_of(...)[2] for a row of a listing (Index.newest): a lookup when cached."""
+        """judgment_of(...)[2] for a row of a listing (Index.newest) of memory: a lookup when
+        cached; an entry in a sync conflict is withheld too."""
         self.judge.reload()
         judgment = self.judge.judge(row)
-        return judgment.withheld(self.judge.allowance(row, row.allowed_revision))
+        withheld = judgment.withheld(self.judge.allowance(row, row.allowed_revision))
+        return withheld or row.key in self.conflicted("memory")
+
+    def conflicted(self, kind: str) -> set[str]:
+        """The keys of `kind` in a sync conflict (a copy of the other side kept beside the file):
+        neither side reaches the model until a person resolves it (docs/git.md)."""
+        return self.index.conflicted(kind)
 
     def visible(self, item: IndexedDoc | Document) -> bool:
-        """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
-        return not self.judgment_of(item)[2]
+        """May this entry's text reach a model? Re-judged on every read, never from a stale flag;
+        never while it is in a sync conflict."""
+        return not self.judgment_of(item)[2] and not self._in_conflict(item)
+
+    def _in_conflict(self, item: IndexedDoc | Document) -> bool:
+        try:
+            return item.key in self.conflicted(item.kind)
+        except IndexUnavailable:  # no index to ask: the folder is (a copy lies beside the file)
+            path = item.path
+            return any(path.parent.glob(f"{glob.escape(path.stem)}.conflict-*{path.suffix}"))
 
     def judge_text(self, text: str) -> bool:
         """True when the text reads like instructions (the current patterns match)."""

@@ -275,3 +275,111 @@ def test_a_forgotten_entry_keeps_its_history_and_can_be_brought_back(
     assert code == 2 and "nothing to restore (the entry was forgotten in that commit)" in err
     assert sentient(capsys, *vault, "memory", "revert", "anika-teacher", second.split()[0])[0] == 0
     assert "Mysuru" in (repo / "memory" / "anika-teacher.md").read_text()
+
+
+# --- sync between two clones ------------------------------------------------------------------
+
+
+@pytest.fixture
+def clones(repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The vault pushed to a bare repository in tmp_path, and a second clone of it: two machines."""
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    git(repo, "push", "-q", "-u", "origin", "main")
+    other = tmp_path / "desktop"
+    git(tmp_path, "clone", "-q", str(bare), str(other))
+    return repo, other
+
+
+def edit(vault: Path, key: str, **change: str) -> None:
+    """Change an entry through the app (an API edit, say), committed when the workspace closes."""
+    from sentient.memory import edit_entry
+    with open_workspace(load_settings(vault, {})) as workspace:
+        body = change.pop("body", None)
+        edit_entry(workspace, key, expected_revision=None, body=body, meta=change)
+
+
+def test_edits_of_different_entries_and_lines_merge_cleanly(clones: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    laptop, desktop = clones
+    edit(laptop, "filter-coffee", body="Strong filter coffee, no sugar.\nTwo cups before noon.")
+    edit(desktop, "morning-runs", body="Runs 5 km before work.")
+    # the same entry on both: its text on one, its category on the other (both rewrite `updated:`)
+    edit(laptop, "anika-teacher", body="Anika teaches mathematics in Mysuru.")
+    edit(desktop, "anika-teacher", category="sister")
+    assert sentient(capsys, "--vault", str(laptop), "sync")[0] == 0
+    code, out, _ = sentient(capsys, "--vault", str(desktop), "sync")
+    assert code == 0 and "merged, pushed" in out
+    assert sentient(capsys, "--vault", str(laptop), "sync")[0] == 0
+    for vault in (laptop, desktop):
+        assert not list(vault.rglob("*.conflict-*"))
+        anika = (vault / "memory" / "family" / "anika-teacher.md").read_text()
+        assert "category: sister" in anika and "Anika teaches mathematics in Mysuru." in anika
+        assert "Two cups before noon." in (vault / "memory" / "filter-coffee.md").read_text()
+        assert "Runs 5 km before work." in (vault / "memory" / "morning-runs.md").read_text()
+        assert git(vault, "status", "--porcelain") == ""
+    assert (laptop / "memory" / "family" / "anika-teacher.md").read_text() == \
+        (desktop / "memory" / "family" / "anika-teacher.md").read_text()
+    with open_workspace(load_settings(desktop, {})) as workspace:  # its revision is its text's: no "edited outside"
+        assert not workspace.vault.get("memory", "anika-teacher").edited_outside
+
+
+def test_a_conflicting_edit_keeps_both_reports_it_and_withholds_the_entry(
+        clones: tuple[Path, Path], capsys: pytest.CaptureFixture[str], scripted: Scripted) -> None:
+    laptop, desktop = clones
+    edit(laptop, "anika-teacher", body="Anika teaches quasar physics now (laptop).")
+    edit(desktop, "anika-teacher", body="Anika moved to Zanzibar (desktop).")
+    assert sentient(capsys, "--vault", str(laptop), "sync")[0] == 0
+    code, out, _ = sentient(capsys, "--vault", str(desktop), "sync")
+    assert code == 1 and "sentient resolve anika-teacher --keep mine|theirs|both" in out
+    entry = desktop / "memory" / "family" / "anika-teacher.md"
+    copies = list(entry.parent.glob("anika-teacher.conflict-*.md"))
+    assert len(copies) == 1 and "(desktop)" in entry.read_text() and "(laptop)" in copies[0].read_text()
+    assert git(desktop, "status", "--porcelain") == ""  # the merge is finished, both sides committed
+    assert sentient(capsys, "--vault", str(laptop), "sync")[0] == 0  # the laptop gets the conflict too
+    assert "(laptop)" in (laptop / "memory" / "family" / copies[0].name).read_text()
+
+    code, out, _ = sentient(capsys, "--vault", str(desktop), "doctor", "--no-models")
+    assert code == 1 and "1 conflicting edit kept both ways" in out
+    assert "memory/family/anika-teacher.md: theirs (" in out and copies[0].name in out
+    assert "could not be read" not in out  # the copy is a conflict, not a broken file
+
+    scripted.queue(call("memory_recall", query="Anika"), text("I don't know."))
+    agent = agent_on(desktop)
+    agent.turn("Where does Anika teach?")
+    agent.close()
+    agent.workspace.close()
+    told = scripted.all_prompt_text()
+    assert "Zanzibar" not in told and "quasar" not in told and "anika-teacher" not in told
+    assert "Anika's birthday" not in told or "anika-birthday" in told  # other entries are still told
+
+    code, out, _ = sentient(capsys, "--vault", str(desktop), "resolve", "anika-teacher", "--keep", "both")
+    assert code == 0 and not copies[0].exists()
+    assert "(desktop)" in entry.read_text()
+    kept = [path for path in (desktop / "memory").rglob("*.md") if "(laptop)" in path.read_text()]
+    assert len(kept) == 1 and kept[0] != entry
+    assert git(desktop, "status", "--porcelain") == ""
+    assert log(desktop)[0].startswith("Sentient | sentient: 2 memory entries")
+    code, out, _ = sentient(capsys, "--vault", str(desktop), "doctor", "--no-models")
+    assert "conflicting edit" not in out
+
+
+def test_sync_through_the_api_reports_conflicts_in_health(clones: tuple[Path, Path],
+                                                          serve: Callable[..., Running]) -> None:
+    laptop, desktop = clones
+    edit(laptop, "morning-runs", body="Runs 10 km (laptop).")
+    edit(laptop, "filter-coffee", body="Coffee at seven (laptop).")
+    git(laptop, "push", "-q")
+    edit(desktop, "morning-runs", body="Runs 3 km (desktop).")
+    server = serve(desktop)
+    with server.http() as http:
+        assert http.get("/api/health").json()["git"]["conflicts"] == []
+        synced = http.post("/api/sync").json()
+        assert synced["merged"] == "merged" and synced["pushed"] is True
+        assert [(c["original"], c["ref"]) for c in synced["conflicts"]] == [("memory/morning-runs.md", "morning-runs")]
+        health = http.get("/api/health").json()["git"]
+        assert health["conflicts"] == synced["conflicts"]
+        assert health["state"] == "every change the app makes is committed, as Sentient <sentient@localhost>"
+    assert "(laptop)" in (desktop / "memory" / "filter-coffee.md").read_text()
+    assert git(laptop, "ls-remote", "origin", "main").split()[0] == git(desktop, "rev-parse", "HEAD").strip()

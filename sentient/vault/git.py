@@ -84,6 +84,7 @@ class Done:
     code: int
     out: str
     err: str
+    raw: bytes = b""  # what it printed, as bytes (a file's content from `git show`)
 
     @property
     def ok(self) -> bool:
@@ -101,11 +102,13 @@ class Git:
         self._options = tuple(options)
 
     def run(self, *args: str, timeout: float = LOCAL_TIMEOUT, check: bool = True, stdin: str | None = None,
-            options: Sequence[str] = ()) -> Done:
-        """Run `git <args>` in the work tree; GitError when it fails (with `check`) or times out."""
+            options: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Done:
+        """Run `git <args>` in the work tree; GitError when it fails (with `check`) or times out.
+        `options`: more `-c name=value` for this command; `env`: more variables."""
         command = ["git", *_OPTIONS, *self._options, *options, *args]
         try:
-            done = subprocess.run(command, cwd=self.root, env=self._env, capture_output=True, timeout=timeout,
+            done = subprocess.run(command, cwd=self.root, env={**self._env, **(env or {})}, capture_output=True,
+                                  timeout=timeout,
                                   input=(stdin or "").encode("utf-8"), start_new_session=True, check=False)
         except subprocess.TimeoutExpired:
             raise GitError(f"{self.root}: `git {args[0]}` took more than {timeout:.0f} s and was stopped; check the "
@@ -113,7 +116,8 @@ class Git:
         except OSError as exc:
             raise GitError(f"{self.root}: git could not be run ({exc.strerror or exc}); install git or set "
                            "git.autocommit: false in sentient.yaml") from None
-        result = Done(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+        result = Done(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"),
+                      done.stdout)
         if check and not result.ok:
             said = (result.err.strip() or result.out.strip()).splitlines()
             raise GitError(f"{self.root}: `git {' '.join(args[:2])}` failed: {' / '.join(said[-3:]) or result.code}")

@@ -25,6 +25,7 @@ from sentient.vault.atomic import ABSENT, atomic_write, sweep
 from sentient.vault.changes import Change, shown_source, source_of
 from sentient.vault.document import TMP_SUFFIX, Document, parse, read_file
 from sentient.vault.kinds import check_key, classify, default_path, kind
+from sentient.vault.sync import conflict_of
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 # Sessions are the app's own transcripts and grow a turn at a time: they may be this many times
@@ -450,6 +451,13 @@ class Vault:
         try:
             check_key(found_kind, key)
         except InvalidId as exc:
+            copy = conflict_of(path.name)
+            if copy is not None:
+                original = path.with_name(copy.original)
+                raise BadFile(path, f"is the other side of a conflicting edit of {original.name} from {copy.host}, "
+                                    f"kept by `sentient sync`; both are withheld from the model until resolved",
+                              f"Compare the two and keep what you want (then remove this copy), or run `sentient "
+                              f"resolve {original.stem} --keep mine|theirs|both`") from None
             raise BadFile(path, f"the file name does not make a valid id ({exc.message})", "Rename the file") from None
         return read_file(path, kind=found_kind, key=key, fields=kind(found_kind).fields,
                          max_bytes=self.max_bytes(found_kind))
@@ -677,6 +685,19 @@ class Vault:
                                                                        {} if action == "delete" else document.meta)
                 self.on_change(Change(rel, document.kind, document.key, action, why, origin))
         return document
+
+    def discard_copy(self, path: Path, *, why: str, source: str | None = None) -> None:
+        """Remove a conflict copy `sentient sync` kept beside a file (once a person resolved it);
+        SentientError for any other file."""
+        rel = self.rel_of(path)
+        copy = conflict_of(path.name)
+        found = classify(PurePosixPath(rel).with_name(copy.original)) if rel and copy else None
+        if rel is None or copy is None or found is None:
+            raise BadFile(path, "is no conflict copy of a file of the vault", "Name a file `sentient doctor` lists "
+                                                                               "as a conflict copy")
+        path.unlink(missing_ok=True)
+        if self.on_change is not None:
+            self.on_change(Change(rel, found[0], found[1], "delete", why, shown_source(source) if source else None))
 
     def delete(self, kind_name: str, key: str, *, expected_revision: str | None = None, why: str | None = None,
                source: str | None = None) -> Path:
