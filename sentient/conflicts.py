@@ -80,15 +80,16 @@ def resolve(workspace: Workspace, ref: str, keep: Keep) -> Resolved:
     if keep == "theirs":
         path = workspace.vault.locate(kind_name, key)
         if path is None:
-            workspace.vault.create(kind_name, key, dict(theirs.meta), theirs.body, why=why)
+            workspace.vault.create(kind_name, key, dict(theirs.meta), theirs.body, why=why, source="user")
         else:
             current = workspace.vault.read(kind_name, key, path)
             meta = {name: theirs.meta.get(name) for name in {*current.meta, *theirs.meta}}
-            workspace.vault.update(kind_name, key, meta, theirs.body, expected_revision=current.revision, why=why)
+            workspace.vault.update(kind_name, key, meta, theirs.body, expected_revision=current.revision, why=why,
+                                   source="user")
     elif keep == "both":
         new_id = free_id(workspace, theirs.title) if kind_name == "memory" else f"{key}-{copies[-1].host}"
         meta = {name: value for name, value in theirs.meta.items() if name != "id"}
-        workspace.vault.create(kind_name, new_id, meta, theirs.body, why=why)
+        workspace.vault.create(kind_name, new_id, meta, theirs.body, why=why, source="user")
     for copy in copies:
         workspace.vault.discard_copy(root / copy.copy, why=why, source="user")
     workspace.index.sync()

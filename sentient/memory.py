@@ -304,7 +304,8 @@ def allow_entry(workspace: Workspace, ref: str, revision: str | None = None) -> 
         )
         return document.replace({"threat": threat})
 
-    document = workspace.vault.update(kind, key, expected_revision=current.revision, transform=allow, why="allow")
+    document = workspace.vault.update(kind, key, expected_revision=current.revision, transform=allow, why="allow",
+                                      source="user")
     workspace.index.update(document.path)
     return view(workspace, document)
 

@@ -59,7 +59,7 @@ def record(workspace: Workspace) -> Recorded:
     for doc in stale(workspace):
         try:
             written.append(workspace.vault.update(doc.kind, doc.key, expected_revision=doc.revision, touch=False,
-                                                   why="record").path)
+                                                   why="record", source="user").path)
         except SentientError as exc:
             failed.append(exc.message)
     if written:

@@ -102,10 +102,10 @@ def revert_entry(workspace: Workspace, key: str, rev: str, *, expected_revision:
     path = workspace.vault.locate("memory", key)
     if path is None:
         document = workspace.vault.create("memory", key, {k: v for k, v in fields.items() if v is not None}, old.body,
-                                          why=why)
+                                          why=why, source="user")
     else:
         current = workspace.vault.read("memory", key, path)
-        document = workspace.vault.update("memory", key, fields, old.body, why=why,
+        document = workspace.vault.update("memory", key, fields, old.body, why=why, source="user",
                                           expected_revision=expected_revision or current.revision)
     workspace.index.update(document.path)
     return view(workspace, document)

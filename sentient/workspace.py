@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -125,6 +126,9 @@ class Workspace:
             self.vault.on_change = self._first_change
 
     def _first_change(self, change: Change) -> None:
+        if not os.path.lexists(self.vault.root / ".git"):  # no repository of its own: a stat, not a git command
+            self.vault.on_change = None
+            return
         if self._committer is None:
             self._committer = Committer(lambda: self.git, self.vault.state_dir, delay=self.settings.git.commit_delay,
                                         manual_edits=self.settings.git.commit_manual_edits)

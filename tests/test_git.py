@@ -101,6 +101,17 @@ def test_the_committer_commits_by_itself_after_a_quiet_moment(repo: Path) -> Non
         assert log(repo)[0] == "Sentient | sentient: 2 memory entries"
 
 
+def test_a_runs_notepad_is_a_commit_naming_the_task_and_run(repo: Path) -> None:
+    from sentient.tasks.notepad import keep_run_note, read_notepad
+    with open_workspace(load_settings(repo, {})) as workspace:
+        before = read_notepad(workspace, "weekly-digest")
+        kept = keep_run_note(workspace, "weekly-digest", "Reported: the GST step.", before and before.revision,
+                             untrusted=False, source="task:weekly-digest/r-0007")
+        assert kept.saved
+    assert log(repo)[0] == "Sentient | task weekly-digest: notepad after run r-0007"
+    assert "Sentient-Source: task weekly-digest/r-0007" in git(repo, "log", "-1", "--format=%B")
+
+
 def test_hand_edits_are_never_committed_by_the_app_and_never_overwritten(repo: Path) -> None:
     from sentient.memory import create_entry
     edited = repo / "memory" / "filter-coffee.md"

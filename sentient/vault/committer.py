@@ -86,9 +86,9 @@ class Committer:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._closed:
+                while not self._pending and not self._closed and not self.off:
                     self._cond.wait()
-                if self._closed:
+                if self._closed or self.off:
                     return
                 due = min(self._last + self.delay, self._first + self.delay * MAX_WAIT_FACTOR)
                 wait = due - self.clock()
@@ -109,6 +109,9 @@ class Committer:
             git = self._find_git()
             if git is None:
                 self.off = True
+                with self._cond:
+                    self._pending.clear()
+                    self._cond.notify_all()
                 return False
             try:
                 made = self._commit(git, changes)

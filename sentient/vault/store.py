@@ -610,9 +610,10 @@ class Vault:
         *,
         month: str | None = None,
         why: str | None = None,
+        source: str | None = None,
     ) -> Document:
-        """Write a new document; AlreadyExists if the key is taken. `why`: what the write does,
-        for its commit (see Change)."""
+        """Write a new document; AlreadyExists if the key is taken. `why` and `source`: what the
+        write does and who asked, when not the file's own `source:`, for its commit (see Change)."""
         check_key(kind_name, key)
         if kind(kind_name).nested or kind_name == "session":
             existing = self.locate(kind_name, key)
@@ -639,7 +640,7 @@ class Vault:
         self._fits(kind_name, path, text)
         with self.lock(kind_name, key):
             written = atomic_write(path, text, ABSENT, self.temp_dir)
-        return self._changed("create", why, self._written(kind_name, key, path, text, written))
+        return self._changed("create", why, self._written(kind_name, key, path, text, written), source)
 
     def update(
         self,
@@ -652,10 +653,12 @@ class Vault:
         transform: Callable[[Document], Document] | None = None,
         touch: bool = True,
         why: str | None = None,
+        source: str | None = None,
     ) -> Document:
         """Change a document. `expected_revision` is the content revision the caller read;
         Conflict if the text changed since. `transform` edits the freshly read document.
-        `touch=False` leaves `updated` as it is (a write that records, not a change)."""
+        `touch=False` leaves `updated` as it is (a write that records, not a change). `why` and
+        `source`: as for create."""
         with self.lock(kind_name, key):
             current = self.get(kind_name, key)
             if expected_revision is not None and current.revision != expected_revision:
@@ -669,7 +672,7 @@ class Vault:
             text = document.render()
             self._fits(kind_name, current.path, text)
             written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir)
-        return self._changed("update", why, self._written(kind_name, key, current.path, text, written))
+        return self._changed("update", why, self._written(kind_name, key, current.path, text, written), source)
 
     def _written(self, kind_name: str, key: str, path: Path, text: str, file_hash: str) -> Document:
         """The document as just written (what a read of the file would give, without the read)."""
@@ -683,7 +686,8 @@ class Vault:
             if rel is not None:
                 origin = shown_source(source) if source else source_of(document.kind, document.key, rel,
                                                                        {} if action == "delete" else document.meta)
-                self.on_change(Change(rel, document.kind, document.key, action, why, origin))
+                status = document.meta.get("status") if document.kind == "run" and action != "delete" else None
+                self.on_change(Change(rel, document.kind, document.key, action, why or status, origin))
         return document
 
     def discard_copy(self, path: Path, *, why: str, source: str | None = None) -> None:
