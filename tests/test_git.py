@@ -142,6 +142,27 @@ def test_hand_edits_are_committed_with_the_apps_when_configured(repo: Path) -> N
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_the_persons_git_setup_cannot_break_or_redirect_a_commit(repo: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing hook, signing asked for, and GIT_* variables of the process around (a hook's
+    GIT_DIR, say): the app's commit is made all the same, in the vault, as the app."""
+    from sentient.memory import create_entry
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    git(repo, "config", "commit.gpgSign", "true")
+    git(repo, "config", "gpg.program", "false")
+    elsewhere = tmp_path / "elsewhere"
+    git(tmp_path, "init", "-q", str(elsewhere))
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Someone Else")
+    with open_workspace(load_settings(repo, {})) as workspace:
+        create_entry(workspace, title="Tea", body="Masala chai.", id="tea")
+    monkeypatch.delenv("GIT_DIR")
+    assert log(repo)[0] == "Sentient | memory: add tea (user)"
+    assert git(elsewhere, "rev-list", "--all") == ""
+
+
 def test_autocommit_off_commits_nothing(repo: Path) -> None:
     from sentient.memory import create_entry
     configure(repo, git={"autocommit": False})
@@ -374,6 +395,21 @@ def test_a_conflicting_edit_keeps_both_reports_it_and_withholds_the_entry(
     assert log(desktop)[0].startswith("Sentient | sentient: 2 memory entries")
     code, out, _ = sentient(capsys, "--vault", str(desktop), "doctor", "--no-models")
     assert "conflicting edit" not in out
+
+
+def test_a_sync_blocked_by_uncommitted_hand_edits_changes_nothing_and_says_so(
+        clones: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    laptop, desktop = clones
+    edit(laptop, "filter-coffee", body="Coffee at seven (laptop).")
+    assert sentient(capsys, "--vault", str(laptop), "sync")[0] == 0
+    mine = desktop / "memory" / "filter-coffee.md"
+    mine.write_text(mine.read_text() + "\nMy own note, not committed.\n")
+    head = git(desktop, "rev-parse", "HEAD")
+    code, _, err = sentient(capsys, "--vault", str(desktop), "sync")
+    assert code == 2 and "memory/filter-coffee.md" in err and "nothing was changed" in err
+    assert mine.read_text().endswith("My own note, not committed.\n")
+    assert git(desktop, "rev-parse", "HEAD") == head
+    assert git(desktop, "status", "--porcelain") == " M memory/filter-coffee.md\n"
 
 
 def test_sync_through_the_api_reports_conflicts_in_health(clones: tuple[Path, Path],
