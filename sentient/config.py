@@ -133,7 +133,7 @@ class GitSettings(_Section):
     commit_delay: float = Field(default=2.0, ge=0.05, le=60)  # seconds of quiet that end a burst of writes
     author: str = "Sentient <sentient@localhost>"  # the author and committer of the app's commits
     remote: str = "origin"  # what `sentient sync` pulls from and pushes to
-    sync_minutes: int = Field(default=0, ge=0)  # serve syncs every this many minutes; 0: only when asked
+    sync_minutes: float = Field(default=0, ge=0)  # serve syncs every this many minutes; 0: only when asked
 
     @field_validator("author")
     @classmethod

@@ -107,7 +107,7 @@ def _parsed(workspace: Workspace, kind_name: str, key: str, path: Path) -> Docum
 class PeriodicSync:
     """`serve`'s sync every git.sync_minutes (a thread; a failure is logged and tried again next time)."""
 
-    def __init__(self, workspace: Workspace, minutes: int) -> None:
+    def __init__(self, workspace: Workspace, minutes: float) -> None:
         self.workspace = workspace
         self.interval = minutes * 60.0
         self.last_error: str | None = None

@@ -92,11 +92,12 @@ class Workspace:
         return not self.judgment_of(item)[2] and not self._in_conflict(item)
 
     def _in_conflict(self, item: IndexedDoc | Document) -> bool:
+        if item.kind in ("task", "notepad"):  # a copy beside task.md or notepad.md is no file the index reads
+            return _copy_beside(item.path)
         try:
             return item.key in self.conflicted(item.kind)
-        except IndexUnavailable:  # no index to ask: the folder is (a copy lies beside the file)
-            path = item.path
-            return any(path.parent.glob(f"{glob.escape(path.stem)}.conflict-*{path.suffix}"))
+        except IndexUnavailable:  # no index to ask: the folder is
+            return _copy_beside(item.path)
 
     def judge_text(self, text: str) -> bool:
         """True when the text reads like instructions (the current patterns match)."""
@@ -157,6 +158,11 @@ class Workspace:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _copy_beside(path: Path) -> bool:
+    """Whether a sync's conflict copy of this file lies beside it."""
+    return any(path.parent.glob(f"{glob.escape(path.stem)}.conflict-*{path.suffix}"))
 
 
 def load_patterns(settings: Settings) -> PatternSet:

@@ -430,3 +430,42 @@ def test_sync_through_the_api_reports_conflicts_in_health(clones: tuple[Path, Pa
         assert health["state"] == "every change the app makes is committed, as Sentient <sentient@localhost>"
     assert "(laptop)" in (desktop / "memory" / "filter-coffee.md").read_text()
     assert git(laptop, "ls-remote", "origin", "main").split()[0] == git(desktop, "rev-parse", "HEAD").strip()
+
+
+def test_serve_syncs_every_sync_minutes(clones: tuple[Path, Path], serve: Callable[..., Running]) -> None:
+    laptop, desktop = clones
+    configure(desktop, git={"sync_minutes": 0.005})  # every 0.3 s
+    git(desktop, "commit", "-qam", "sync often")
+    edit(laptop, "morning-runs", body="Runs 10 km (laptop).")
+    git(laptop, "push", "-q")
+    serve(desktop)
+    eventually(lambda: "(laptop)" in (desktop / "memory" / "morning-runs.md").read_text(), "the laptop's edit pulled",
+               timeout=20)
+    eventually(lambda: "sync often" in git(laptop, "fetch", "-q", "origin") + git(laptop, "log", "origin/main"),
+               "the desktop's commit pushed", timeout=20)
+
+
+@pytest.mark.parametrize(("setting", "value", "said"), [
+    ("author", "nobody", "git.author: 'nobody' is not 'Name <email>'"),
+    ("remote", "--upload-pack=evil", "git.remote: '--upload-pack=evil' is not a remote's name"),
+])
+def test_a_bad_git_setting_is_refused_naming_it(repo: Path, setting: str, value: str, said: str) -> None:
+    from sentient.errors import ConfigError
+    configure(repo, git={setting: value})
+    with pytest.raises(ConfigError) as raised:
+        load_settings(repo, {})
+    assert said in raised.value.message
+
+
+def test_a_notepad_with_a_conflict_copy_beside_it_is_not_told(repo: Path) -> None:
+    """A run's notepad kept both ways by a sync reaches no run's prompt until resolved (the copy
+    is beside notepad.md, where the index reads nothing)."""
+    from sentient.tasks.notepad import read_notepad
+    copy = repo / "tasks" / "weekly-digest" / "notepad.conflict-laptop-20261207T101500Z.md"
+    with open_workspace(load_settings(repo, {})) as workspace:
+        notepad = read_notepad(workspace, "weekly-digest")
+        assert notepad is not None and workspace.visible(notepad)
+        copy.write_text((repo / "tasks" / "weekly-digest" / "notepad.md").read_text())
+        assert not workspace.visible(notepad)
+        copy.unlink()
+        assert workspace.visible(notepad)

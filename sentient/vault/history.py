@@ -59,7 +59,8 @@ def revisions(git: Git, pathspec: str, *, limit: int = 50) -> list[Revision]:
         changed = [line.split("\t", 1) for line in names.splitlines() if "\t" in line]
         if not changed:
             continue
-        status, path = changed[0]
+        # moved between subfolders in this commit: removed at one path, added at another
+        status, path = next((item for item in changed if not item[0].startswith("D")), changed[0])
         sources = [item.strip() for item in source.split("\x1d") if item.strip()]
         found.append(Revision(commit, date, subject, author, email == git.author.email,
                               sources[0] if sources else None, path, status.startswith("D")))
