@@ -14,7 +14,7 @@ from sentient.config import CONFIG_FILE, Settings, load_settings
 from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
 from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
-from sentient.vault import Document, Vault
+from sentient.vault import KINDS, Document, Vault
 from sentient.vault.changes import Change
 from sentient.vault.committer import Committer
 from sentient.vault.git import Author, Git, RepoState, repository
@@ -32,6 +32,7 @@ class Workspace:
     _index: Index | None = field(default=None, repr=False)
     _repo: RepoState | None = field(default=None, repr=False)
     _committer: Committer | None = field(default=None, repr=False)
+    _conflicts: dict[str, tuple[tuple[int, int], frozenset[str]]] = field(default_factory=dict, repr=False)
 
     @property
     def index(self) -> Index:
@@ -81,10 +82,16 @@ class Workspace:
         withheld = judgment.withheld(self.judge.allowance(row, row.allowed_revision))
         return withheld or row.key in self.conflicted("memory")
 
-    def conflicted(self, kind: str) -> set[str]:
+    def conflicted(self, kind: str) -> frozenset[str]:
         """The keys of `kind` in a sync conflict (a copy of the other side kept beside the file):
-        neither side reaches the model until a person resolves it (docs/git.md)."""
-        return self.index.conflicted(kind)
+        neither side reaches the model until a person resolves it (docs/git.md). Asked of the
+        index again only when the rows of the kind's folder changed (a listing asks per entry)."""
+        index = self.index
+        stamp = index.version_of(KINDS[kind].folder.split("/")[0])
+        known = self._conflicts.get(kind)
+        if known is None or known[0] != stamp:
+            known = self._conflicts[kind] = (stamp, frozenset(index.conflicted(kind)))
+        return known[1]
 
     def visible(self, item: IndexedDoc | Document) -> bool:
         """May this entry's text reach a model? Re-judged on every read, never from a stale flag;
