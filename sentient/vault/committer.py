@@ -26,6 +26,7 @@ from sentient.vault.git import Git, GitError
 log = logging.getLogger(__name__)
 
 MAX_WAIT_FACTOR = 5  # a burst that goes on is committed this many delays after its first write
+RETRY_SECONDS = 30.0  # after a failed commit, the next try (unless a new write comes first)
 
 
 def host_name() -> str:
@@ -99,7 +100,8 @@ class Committer:
 
     def flush(self) -> bool:
         """Commit what is pending now; True when a commit was made. A failure is logged and kept
-        in `last_error` (doctor shows it), and the changes stay pending for the next try."""
+        in `last_error` (doctor shows it), and the changes stay pending for the next try (in
+        RETRY_SECONDS, or with the next write)."""
         with self._committing:
             with self._cond:
                 changes = list(self._pending.values())
@@ -121,7 +123,7 @@ class Committer:
                 with self._cond:
                     for change in changes:  # back in front of anything written since
                         self._pending[change.rel] = merge_change(change, self._pending.get(change.rel, change))
-                    self._first = self._last = self.clock()
+                    self._first = self._last = self.clock() + RETRY_SECONDS
                 return False
             self.last_error = None
             self.commits += made
