@@ -135,6 +135,28 @@ class LocalSettings(Section):
     tool_routing: bool = True  # let small models call tools by constrained choice
 
 
+def _name_and_email(author: str) -> None:
+    name, bracket, rest = author.partition("<")
+    if not name.strip() or not bracket or not rest.endswith(">") or len(rest) < 2 or "<" in rest[:-1]:
+        raise ValueError(f"{author!r} is not 'Name <email>'; write e.g. 'Sentient <sentient@localhost>'")
+
+
+def _remote_name(remote: str) -> None:
+    if not remote.strip() or remote.startswith("-") or any(ch.isspace() for ch in remote):
+        raise ValueError(f"{remote!r} is not a remote's name (such as origin)")
+
+
+class GitSettings(Section):
+    """The vault's git repository (docs/git.md)."""
+
+    autocommit: bool = True  # commit every change the app makes, when the vault is a repository of its own
+    commit_manual_edits: bool = False  # commit the person's own changes with the app's
+    commit_delay: float = Field(default=2.0, ge=0.05, le=60)  # seconds of quiet that end a burst of writes
+    author: str = Field(default="Sentient <sentient@localhost>", check=_name_and_email)  # the app's commits' author
+    remote: str = Field(default="origin", check=_remote_name)  # what `sentient sync` pulls from and pushes to
+    sync_minutes: float = Field(default=0, ge=0)  # serve syncs every this many minutes; 0: only when asked
+
+
 class Settings(Section):
     """Everything configurable. `vault` is filled in by load_settings."""
 
@@ -155,6 +177,7 @@ class Settings(Section):
     threats: ThreatSettings = ThreatSettings()
     scripts: ScriptSettings = ScriptSettings()
     local: LocalSettings = LocalSettings()
+    git: GitSettings = GitSettings()
     _model_from: dict[str, str] = Field(default_factory=dict, init=False)  # role or "model" -> the variable that set it
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sentient.conflicts import git_state, open_conflicts
 from sentient.errors import BadFile
 from sentient.llm import LLM
 from sentient.memory import EntryView, flagged_everywhere
@@ -11,6 +12,7 @@ from sentient.tasks.spec import task_spec
 from sentient.tools import build_registry
 from sentient.vault import Problem
 from sentient.vault.kinds import KINDS
+from sentient.vault.sync import ConflictCopy, conflict_of
 from sentient.workspace import Workspace
 
 ROLES = ("chat", "helper", "extraction")
@@ -34,10 +36,12 @@ class Diagnosis:
     flagged: list[EntryView] = field(default_factory=list)
     models: list[ModelCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    git: str = ""  # what becomes of the app's changes in git (conflicts.git_state)
+    conflicts: list[ConflictCopy] = field(default_factory=list)  # kept by `sentient sync`, not yet resolved
 
     @property
     def healthy(self) -> bool:
-        return not self.problems and all(check.ok for check in self.models)
+        return not self.problems and not self.conflicts and all(check.ok for check in self.models)
 
     @property
     def withheld(self) -> list[EntryView]:
@@ -94,7 +98,10 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
     return Diagnosis(
         vault=str(workspace.vault.root),
         counts={name: counts.get(name, 0) for name in KINDS},
-        problems=index.problems() + task_problems(workspace),
+        problems=[problem for problem in index.problems() if conflict_of(problem.path.name) is None]  # see conflicts
+        + task_problems(workspace),
         flagged=flagged_everywhere(workspace),
         models=check_models(llm) if llm is not None else [],
+        git=git_state(workspace),
+        conflicts=open_conflicts(workspace),
     )

@@ -321,6 +321,7 @@ class KnowledgeBuilder:
             # The index judged every row with the set judging now: only a row it flagged can be
             # withheld, so the newest few are read, not every entry (a vault of a million).
             hidden = {row.key for row in index.newest("memory", scopes, flagged=True) if withheld(row)}
+            hidden |= self.workspace.conflicted("memory")  # in a sync conflict: neither side is told
             rows = [row for row in index.newest("memory", scopes, limit=shown + len(hidden)) if row.key not in hidden]
             total = index.count("memory", scopes) - len(hidden)
         else:

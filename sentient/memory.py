@@ -268,7 +268,8 @@ def edit_entry(
 
 
 def forget_entry(workspace: Workspace, key: str, *, expected_revision: str | None = None) -> str:
-    path = workspace.vault.delete("memory", check_id(key, "memory id"), expected_revision=expected_revision)
+    path = workspace.vault.delete("memory", check_id(key, "memory id"), expected_revision=expected_revision,
+                                  source="user")
     workspace.index.remove(path)
     return str(path.relative_to(workspace.vault.root))
 
@@ -303,7 +304,8 @@ def allow_entry(workspace: Workspace, ref: str, revision: str | None = None) -> 
         )
         return document.replace({"threat": threat})
 
-    document = workspace.vault.update(kind, key, expected_revision=current.revision, transform=allow)
+    document = workspace.vault.update(kind, key, expected_revision=current.revision, transform=allow, why="allow",
+                                      source="user")
     workspace.index.update(document.path)
     return view(workspace, document)
 

@@ -58,7 +58,8 @@ def record(workspace: Workspace) -> Recorded:
     failed: list[str] = []
     for doc in stale(workspace):
         try:
-            written.append(workspace.vault.update(doc.kind, doc.key, expected_revision=doc.revision, touch=False).path)
+            written.append(workspace.vault.update(doc.kind, doc.key, expected_revision=doc.revision, touch=False,
+                                                   why="record", source="user").path)
         except SentientError as exc:
             failed.append(exc.message)
     if written:

@@ -3,16 +3,21 @@ point (CLI command, server lifespan) and passed down; closed when that entry poi
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from sentient.config import CONFIG_FILE, Settings, load_settings
-from sentient.errors import SentientError
+from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
 from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
-from sentient.vault import Document, Vault
+from sentient.vault import KINDS, Document, Vault
+from sentient.vault.changes import Change
+from sentient.vault.committer import Committer
+from sentient.vault.git import Author, Git, RepoState, repository
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,9 @@ class Workspace:
     watching: bool = False  # a watcher keeps the index current (serve); else turns sync first
     index_path: Path | None = None  # an index file of its own, not the vault's (see open_workspace)
     _index: Index | None = field(default=None, repr=False)
+    _repo: RepoState | None = field(default=None, repr=False)
+    _committer: Committer | None = field(default=None, repr=False)
+    _conflicts: dict[str, tuple[tuple[int, int], frozenset[str]]] = field(default_factory=dict, repr=False)
 
     @property
     def index(self) -> Index:
@@ -67,20 +75,82 @@ class Workspace:
         return self._index is not None and self._index.judge_version == fingerprint
 
     def withheld_row(self, row: Listed) -> bool:
-        """judgment_of(...)[2] for a row of a listing (Index.newest): a lookup when cached."""
+        """judgment_of(...)[2] for a row of a listing (Index.newest) of memory: a lookup when
+        cached; an entry in a sync conflict is withheld too."""
         self.judge.reload()
         judgment = self.judge.judge(row)
-        return judgment.withheld(self.judge.allowance(row, row.allowed_revision))
+        withheld = judgment.withheld(self.judge.allowance(row, row.allowed_revision))
+        return withheld or row.key in self.conflicted("memory")
+
+    def conflicted(self, kind: str) -> frozenset[str]:
+        """The keys of `kind` in a sync conflict (a copy of the other side kept beside the file):
+        neither side reaches the model until a person resolves it (docs/git.md). Asked of the
+        index again only when the rows of the kind's folder changed (a listing asks per entry)."""
+        index = self.index
+        stamp = index.version_of(KINDS[kind].folder.split("/")[0])
+        known = self._conflicts.get(kind)
+        if known is None or known[0] != stamp:
+            known = self._conflicts[kind] = (stamp, frozenset(index.conflicted(kind)))
+        return known[1]
 
     def visible(self, item: IndexedDoc | Document) -> bool:
-        """May this entry's text reach a model? Re-judged on every read, never from a stale flag."""
-        return not self.judgment_of(item)[2]
+        """May this entry's text reach a model? Re-judged on every read, never from a stale flag;
+        never while it is in a sync conflict."""
+        return not self.judgment_of(item)[2] and not self._in_conflict(item)
+
+    def _in_conflict(self, item: IndexedDoc | Document) -> bool:
+        if item.kind in ("task", "notepad"):  # a copy beside task.md or notepad.md is no file the index reads
+            return _copy_beside(item.path)
+        try:
+            return item.key in self.conflicted(item.kind)
+        except IndexUnavailable:  # no index to ask: the folder is
+            return _copy_beside(item.path)
 
     def judge_text(self, text: str) -> bool:
         """True when the text reads like instructions (the current patterns match)."""
         return self.judge.judge(text).flagged
 
+    @property
+    def repo(self) -> RepoState:
+        """The vault's own git repository, or why there is none (looked for once)."""
+        if self._repo is None:
+            self._repo = repository(self.vault.root, author=Author.parse(self.settings.git.author))
+        return self._repo
+
+    @property
+    def git(self) -> Git | None:
+        return self.repo.git
+
+    @property
+    def committer(self) -> Committer | None:
+        """The background committer, once the app has written something (None: autocommit is off,
+        or the vault is no repository of its own: see `repo`)."""
+        return self._committer
+
+    def autocommit(self) -> None:
+        """Commit every write the app makes from now on, in the background (git.autocommit):
+        the repository is looked for at the first write, not at start."""
+        if self.settings.git.autocommit and self.vault.on_change is None:
+            self.vault.on_change = self._first_change
+
+    def _first_change(self, change: Change) -> None:
+        if not os.path.lexists(self.vault.root / ".git"):  # no repository of its own: a stat, not a git command
+            self.vault.on_change = None
+            return
+        if self._committer is None:
+            self._committer = Committer(lambda: self.git, self.vault.state_dir, delay=self.settings.git.commit_delay,
+                                        manual_edits=self.settings.git.commit_manual_edits)
+        self.vault.on_change = self._committer.record
+        self._committer.record(change)
+
+    def flush_commits(self) -> None:
+        """Commit the app's pending writes now (a command before it exits, a sync before it merges)."""
+        if self._committer is not None:
+            self._committer.flush()
+
     def close(self) -> None:
+        if self._committer is not None:
+            self._committer.close()
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -95,6 +165,11 @@ class Workspace:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _copy_beside(path: Path) -> bool:
+    """Whether a sync's conflict copy of this file lies beside it."""
+    return any(path.parent.glob(f"{glob.escape(path.stem)}.conflict-*{path.suffix}"))
 
 
 def load_patterns(settings: Settings) -> PatternSet:
@@ -194,4 +269,6 @@ def open_workspace(settings: Settings, patterns: PatternSet | None = None, index
     which a server may be judging with, and must not be given another set's)."""
     judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
-    return Workspace(settings, vault, judge, index_path=index_path)
+    workspace = Workspace(settings, vault, judge, index_path=index_path)
+    workspace.autocommit()
+    return workspace

@@ -207,6 +207,8 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "pattern_set": app_of(client).state.workspace.judge.patterns.label,
         "pattern_problem": None,
         "facts": {"on": False, "busy": 0},
+        "git": {"state": f"not committing: {basic} is not a git repository, so changes are not committed (`git init` "
+                         "there to have them committed)", "conflicts": []},
     }
 
 

@@ -18,5 +18,7 @@ def test_doctor_reports_no_problem_on_the_example_vault(tmp_path: Path, capsys: 
     code = main(["--vault", str(vault), "doctor", "--no-models"])
     out = capsys.readouterr()
     assert code == 0, out
-    assert out.out.splitlines()[1:] == ["every file reads fine"], out.out
+    assert out.out.splitlines()[1:] == [f"git: not committing: {vault} is not a git repository, so changes are not "
+                                        "committed (`git init` there to have them committed)",
+                                        "every file reads fine"], out.out
     assert out.err == ""

@@ -21,12 +21,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, docs, health, memory, people, personas, sessions, skills, tasks, v1
+from sentient.api import chat, docs, git, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import TokenGate, load_or_create_token, require_token
 from sentient.api.guard import RequestGuard
 from sentient.api.mcp import build_server
 from sentient.api.mcp_tools import Backend
 from sentient.config import Settings
+from sentient.conflicts import PeriodicSync
 from sentient.errors import SentientError
 from sentient.llm import LLM
 from sentient.tasks.runner import Runner
@@ -160,10 +161,15 @@ def create_app(
         runner.start()
         if schedule:
             scheduler.start()
+        syncing = PeriodicSync(workspace, settings.git.sync_minutes) if settings.git.sync_minutes else None
+        if syncing is not None:
+            syncing.start()
         try:
             async with mcp.run():
                 yield
         finally:
+            if syncing is not None:
+                syncing.stop()
             scheduler.stop()
             if watcher is not None:
                 watcher.stop()
@@ -193,6 +199,7 @@ def create_app(
     app.include_router(tasks.router, dependencies=protected)
     app.include_router(people.router, dependencies=protected)
     app.include_router(personas.router, dependencies=protected)
+    app.include_router(git.router, dependencies=protected)
     if settings.features.memory:  # absent, not switched off: the routes do not exist
         app.include_router(memory.router, dependencies=protected)
     app.include_router(v1.router, dependencies=protected)

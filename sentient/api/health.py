@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from sentient.api.deps import AgentDep, WorkspaceDep
+from sentient.conflicts import as_dict, git_state, open_conflicts
 
 router = APIRouter(tags=["health"])
 
@@ -15,7 +16,8 @@ router = APIRouter(tags=["health"])
 def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
     """Status, the vault, whether memory exists in this process, the watcher, the model, each
     task's next due time (`tasks`: soonest first; `problem` when its file cannot be run), and
-    whether facts are kept (`facts.busy`: callers with an extraction queued or running)."""
+    whether facts are kept (`facts.busy`: callers with an extraction queued or running), and the
+    vault's git state with its unresolved sync conflicts (`git.conflicts`)."""
     watcher = request.app.state.watcher
     problems = workspace.index.problems()
     return {
@@ -30,4 +32,7 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "tasks": request.app.state.scheduler.overview(),
         # facts about callers (docs/facts.md): kept at all, and how many callers' extractions are under way
         "facts": {"on": agent.facts is not None, "busy": agent.facts.busy() if agent.facts is not None else 0},
+        # the vault's git repository (docs/git.md): what becomes of the app's changes, and the
+        # conflicting edits a sync kept both ways, withheld from the model until resolved
+        "git": {"state": git_state(workspace), "conflicts": [as_dict(copy) for copy in open_conflicts(workspace)]},
     }

@@ -28,6 +28,7 @@ from sentient.memory import (
 )
 from sentient.vault.document import check_id
 from sentient.vault.kinds import TITLE_RULE
+from sentient.versions import entry_history, entry_version, revert_entry
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -140,6 +141,41 @@ def search_memory(
 def flagged(workspace: WorkspaceDep) -> list[dict[str, Any]]:
     """Every flagged file of every scanned kind (memory, pins, skills, notepads, facts, runs)."""
     return [e.as_dict() for e in flagged_everywhere(workspace)]
+
+
+class Revert(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    revision: str = Field(min_length=1, description="a commit from the entry's history")
+    expected_revision: str | None = Field(default=None, description="the entry's revision you read; 412 if changed")
+
+
+@router.get("/{entry_id}/history")
+def memory_history(entry_id: str, workspace: WorkspaceDep,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+    """The entry's revisions in the vault's git history, newest first: date, message, the app or
+    a person, and the session or run that caused it (`source`)."""
+    return {"id": entry_id, "revisions": [revision.as_dict() for revision in entry_history(workspace, entry_id,
+                                                                                           limit=limit)]}
+
+
+@router.get("/{entry_id}/history/{rev}")
+def memory_version(entry_id: str, rev: str, workspace: WorkspaceDep) -> dict[str, Any]:
+    """The entry as one revision left it (`text`: the whole file; null where that commit forgot it)."""
+    return entry_version(workspace, entry_id, rev).as_dict(workspace)
+
+
+@router.post("/{entry_id}/revert")
+def revert_memory(entry_id: str, body: Revert, workspace: WorkspaceDep) -> dict[str, Any]:
+    """Bring back the entry as a revision had it: a new write (412 when `expected_revision` is
+    not the entry's now), committed like any other."""
+    try:
+        entry = revert_entry(workspace, entry_id, body.revision, expected_revision=body.expected_revision)
+    except SentientError as exc:
+        if exc.status == 409 and body.expected_revision is not None:
+            raise StaleRevision(exc.message) from exc
+        raise
+    return entry.as_dict(body=True)
 
 
 @router.get("/{entry_id:path}")

@@ -1,8 +1,9 @@
 """The `sentient` command: parse, call one domain function, print.
 
 One module per command group (`vault`: init, index, search, doctor; `scan`; `serve`; `mcp`;
-`chat`; `session`; `task`; `people`; `memory`), each adding its commands with `add_parser(sub)`;
-the parser is put together here, and `run` opens the workspace a command works on.
+`chat`; `session`; `task`; `people`; `git`: sync, resolve; `memory`), each adding its commands
+with `add_parser(sub)`; the parser is put together here, and `run` opens the workspace a command
+works on.
 
 What a command needs beyond the workspace and the scanner is imported by that command, not
 at the top of its module: the server (FastAPI, uvicorn) and the agent take most of a second to
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from sentient.cli import chat, mcp, people, scan, serve, session, task, vault
+from sentient.cli import chat, git, mcp, people, scan, serve, session, task, vault
 from sentient.cli import memory as memory_commands
 from sentient.cli.serve import bind, listen
 from sentient.cli.vault import cmd_init, doctors_patterns
@@ -35,7 +36,7 @@ VAULT_HELP = ("the vault: a folder with a sentient.yaml (default: $SENTIENT_VAUL
               "from the current one upwards that has a sentient.yaml)")
 # The command groups, in the order `sentient --help` lists them (memory last, and only where
 # memory exists in the process: see build_parser).
-GROUPS = (vault, scan, serve, mcp, chat, session, task, people)
+GROUPS = (vault, scan, serve, mcp, chat, session, task, people, git)
 
 
 def accept_global_options(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`sentient memory list|show|add|forget|allow`: only where memory exists in the process."""
+"""`sentient memory list|show|add|forget|allow|history|revert`: only where memory exists in the process."""
 
 from __future__ import annotations
 
@@ -38,6 +38,17 @@ def add_parser(sub: Any) -> None:
     allow.add_argument("id", help="a memory entry's id, or note:ID, plan:ID, skill:ID ... or a path in the vault")
     allow.add_argument("--revision", help="the revision you looked at (refused if it changed since)")
     allow.set_defaults(handler=cmd_memory_allow)
+    history = verbs.add_parser("history", help="an entry's revisions in the vault's git history, or one of them")
+    history.add_argument("id")
+    history.add_argument("--show", metavar="REV", help="print the entry as this revision left it")
+    history.add_argument("--limit", type=int, default=50, help="how many revisions at most (default 50)")
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(handler=cmd_memory_history)
+    revert = verbs.add_parser("revert", help="bring back an entry as one of its revisions had it (a new change)")
+    revert.add_argument("id")
+    revert.add_argument("rev", help="a commit from `sentient memory history ID`")
+    revert.add_argument("--revision", help="the entry's current revision you read (refused if it changed since)")
+    revert.set_defaults(handler=cmd_memory_revert)
 
 
 def cmd_memory_list(args: argparse.Namespace, workspace: Workspace) -> int:
@@ -117,4 +128,39 @@ def cmd_memory_allow(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.memory import allow_entry
     entry = allow_entry(workspace, args.id, args.revision)
     print(f"allowed {entry.kind} {entry.id} ({entry.path}) at {entry.allow_revision}; an edit will judge it again")
+    return 0
+
+
+def cmd_memory_history(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.versions import entry_history, entry_version
+    if args.show:
+        version = entry_version(workspace, args.id, args.show)
+        if args.json:
+            print(json.dumps(version.as_dict(workspace), ensure_ascii=False, indent=2))
+            return 0
+        revision = version.revision
+        print(f"{revision.short} {revision.date} {'app' if revision.by_app else revision.author}: {revision.subject}")
+        print(revision.path)
+        print()
+        print("(forgotten in this commit)" if version.text is None else version.text, end="")
+        return 0
+    found = entry_history(workspace, args.id, limit=args.limit)
+    if args.json:
+        print(json.dumps([revision.as_dict() for revision in found], ensure_ascii=False, indent=2))
+        return 0
+    for revision in found:
+        who = "app" if revision.by_app else f"person ({revision.author})"
+        source = f"  [{revision.source}]" if revision.source and revision.source not in revision.subject else ""
+        print(f"{revision.short}  {revision.date}  {who:<16} {revision.subject}{source}")
+    print(f"{plural(len(found), 'revision')} of memory {args.id}" + (
+        f"; see one: sentient memory history {args.id} --show REV" if found else " committed yet"))
+    return 0
+
+
+def cmd_memory_revert(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.versions import revert_entry
+    entry = revert_entry(workspace, args.id, args.rev, expected_revision=args.revision)
+    print(f"restored memory {entry.id} ({entry.path}) as {args.rev} had it; now at {entry.revision}")
+    if entry.flagged:
+        print(f"! it reads like instructions ({', '.join(entry.patterns)}): kept, but withheld from the model")
     return 0

@@ -119,6 +119,7 @@ def doctors_patterns(settings: Settings) -> tuple[PatternSet, str | None]:
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.conflicts import ref_of
     from sentient.doctor import allow_command, examine
     from sentient.llm import LLM
     from sentient.record import record, stale
@@ -144,6 +145,7 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
     print(f"vault {diagnosis.vault}: {held or 'empty'}")
     for note in diagnosis.notes:
         print(note)
+    print(f"git: {diagnosis.git}")
     for check in diagnosis.models:
         state = "answers" if check.ok else "does NOT answer"
         print(f"model {check.model} ({', '.join(check.roles)}) {state}: {check.message}")
@@ -162,6 +164,12 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
             print(f"  ~ {entry.path}")
             for match in entry.matches:
                 print(f"      {match}")
+    if diagnosis.conflicts:
+        print(f"\n{plural(len(diagnosis.conflicts), 'conflicting edit')} kept both ways by `sentient sync`; neither "
+              "side is shown to the model until you resolve it:")
+        for copy in diagnosis.conflicts:
+            print(f"  {copy.original}: theirs ({copy.host}, {copy.time}) is {copy.copy}")
+            print(f"      keep one: sentient resolve {ref_of(copy)} --keep mine|theirs|both")
     if diagnosis.problems:
         print(f"\n{len(diagnosis.problems)} file(s) could not be read and are left out:")
         for problem in diagnosis.problems:

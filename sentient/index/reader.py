@@ -29,6 +29,7 @@ from sentient.index.schema import (
     phrases,
 )
 from sentient.vault.store import Problem, Vault
+from sentient.vault.sync import conflict_of
 
 
 class Reader:
@@ -297,6 +298,14 @@ class Reader:
             found: int = conn.execute(f"SELECT count(*) FROM documents WHERE kind = ? AND (scope IS NULL OR scope IN "
                                       f"({marks}))", (kind, *scopes)).fetchone()[0]
         return found
+
+    def conflicted(self, kind: str) -> set[str]:
+        """The keys of `kind` that have a conflict copy beside them (kept by `sentient sync`),
+        from the files the index could not read as entries: each is withheld until resolved."""
+        with self._reading() as conn:
+            rows = conn.execute("SELECT key FROM problems WHERE kind = ? AND key LIKE '%.conflict-%'",
+                                (kind,)).fetchall()
+        return {found.original for found in map(conflict_of, (row[0] for row in rows)) if found is not None}
 
     def problems(self) -> list[Problem]:
         """The vault's folders that cannot be listed (looked at now), then the files that cannot be read."""

@@ -8,19 +8,17 @@ presented as quoted data with its provenance, not as instructions.
 from __future__ import annotations
 
 import difflib
-import shutil
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
-from sentient.errors import BadFile, Conflict
+from sentient.errors import Conflict
 from sentient.index import IndexedDoc
 from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
-from sentient.vault.document import Document, check_id, parse
-from sentient.vault.kinds import KINDS, one_line
+from sentient.vault.document import Document, check_id
+from sentient.vault.kinds import one_line
+from sentient.versions import entry_history, version_of, withheld_reason
 from sentient.workspace import Workspace
 
 # What a list of entries (recall results, the memories shown with a message) shows of each:
@@ -343,7 +341,7 @@ def memory_forget(ctx: ToolContext, id: str) -> str:
     indexed = workspace.index.get("memory", check_id(id, "memory id"))
     if indexed is not None and not workspace.visible(indexed):  # the person is to see it first
         return _answer(workspace, f"No memory entry with id {id}.")
-    path = workspace.vault.delete("memory", id)
+    path = workspace.vault.delete("memory", id, source=ctx.source)
     workspace.index.remove(path)
     return f"Forgot memory {id}."
 
@@ -377,44 +375,23 @@ def memory_search_history(ctx: ToolContext, id: str, limit: int = 5) -> str:
     """
     workspace = ctx.agent.workspace
     check_id(id, "memory id")
-    path = workspace.vault.locate("memory", id)
-    if path is None:
+    if workspace.vault.locate("memory", id) is None:
         return f"No memory entry with id {id}."
-    if shutil.which("git") is None:
-        return "No history: git is not installed."
-    rel = path.relative_to(workspace.vault.root).as_posix()
-    log = subprocess.run(
-        ["git", "-C", str(workspace.vault.root), "log", f"-{max(1, min(limit, 20))}", "--format=%H %cI", "--", rel],
-        capture_output=True, text=True, check=False,
-    )
-    if log.returncode != 0:
-        return "No history: the vault is not a git repository."
-    versions = []
-    for line in log.stdout.splitlines():
-        commit, when = line.split(" ", 1)
-        shown = subprocess.run(["git", "-C", str(workspace.vault.root), "show", f"{commit}:{rel}"],
-                               capture_output=True, text=True, check=False)
-        if shown.returncode != 0:
-            continue
-        withheld = _withheld_version(workspace, path, id, shown.stdout)
+    if workspace.git is None:
+        return f"No history: {workspace.repo.why_not}."
+    shown = []
+    for revision in entry_history(workspace, id, limit=max(1, min(limit, 20))):
+        version = version_of(workspace, id, revision)
+        if version.text is None:
+            continue  # the commit that forgot it: no text
+        withheld = withheld_reason(workspace, version)
+        who = "the app" if revision.by_app else "a person"
+        head = f'<version committed="{revision.date}" by="{who}"'
         if withheld:
-            versions.append(f"<version committed=\"{when}\">(withheld: {withheld})</version>")
+            shown.append(f"{head}>(withheld: {withheld})</version>")
         else:
-            versions.append(f"<version committed=\"{when}\">\n{quoted(shown.stdout.strip())}\n</version>")
-    return "\n".join(versions) or f"No committed versions of {id} yet."
-
-
-def _withheld_version(workspace: Workspace, path: Path, key: str, text: str) -> str | None:
-    """Why a committed version of an entry may not be shown, if so: it must read as no
-    instructions both as the file it is and as the entry it parses to (a YAML escape in the
-    file can spell what only the parsed title says), and it must parse."""
-    try:
-        document = parse(text, kind="memory", key=key, path=path, fields=KINDS["memory"].fields)
-    except BadFile:
-        return "it does not parse as an entry"
-    if workspace.judge_text(text) or not workspace.visible(document):
-        return "it reads like instructions"
-    return None
+            shown.append(f"{head}>\n{quoted(version.text.strip())}\n</version>")
+    return "\n".join(shown) or f"No committed versions of {id} yet."
 
 
 @tool(risk="read")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sentient.config import CONFIG_FILE, find_vault
 from sentient.errors import AlreadyExists, SentientError
+from sentient.vault.git import Git
 
 FOLDERS = ("memory", "pins/notes", "pins/plans", "skills", "sessions", "tasks", "people", "personas")
 GITIGNORE = ".sentient/\n# what a write killed before its rename can leave beside a file\n*.sentient-tmp\n"
@@ -74,5 +75,9 @@ def init_vault(path: Path) -> list[str]:
         steps.append("the folder is inside a git repository already: no new repository made")
     else:
         subprocess.run(["git", "init", "-q"], cwd=path, check=True)
-        steps.append("made it a git repository (git init); .sentient/ is ignored")
+        git = Git(path)
+        git.run("add", "-A")
+        git.run("commit", "-q", "-m", "sentient: a new vault")
+        steps.append("made it a git repository (git init) with the new vault as its first commit; .sentient/ is "
+                     "ignored, and Sentient commits each change it makes (git.autocommit)")
     return steps

@@ -22,8 +22,10 @@ from typing import Any, NamedTuple, Protocol
 
 from sentient.errors import AlreadyExists, BadFile, BadText, Conflict, InvalidId, NotFound, TooLarge
 from sentient.vault.atomic import ABSENT, atomic_write, sweep
+from sentient.vault.changes import Change, shown_source, source_of
 from sentient.vault.document import TMP_SUFFIX, Document, parse, read_file
 from sentient.vault.kinds import check_key, classify, default_path, kind
+from sentient.vault.sync import conflict_of
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 # Sessions are the app's own transcripts and grow a turn at a time: they may be this many times
@@ -176,6 +178,8 @@ class Vault:
         self.judge = judge
         self.clock = clock
         self._temp_dir: Path | None = None
+        # told of every write the app makes (the committer: sentient/vault/committer.py)
+        self.on_change: Callable[[Change], None] | None = None
         # Opening the vault is a start: what writers killed mid-write left is cleared now, not
         # when this process first writes (a live writer's temp file is left alone; see sweep).
         sweep(self.state_dir / "tmp")
@@ -447,6 +451,13 @@ class Vault:
         try:
             check_key(found_kind, key)
         except InvalidId as exc:
+            copy = conflict_of(path.name)
+            if copy is not None:
+                original = path.with_name(copy.original)
+                raise BadFile(path, f"is the other side of a conflicting edit of {original.name} from {copy.host}, "
+                                    f"kept by `sentient sync`; both are withheld from the model until resolved",
+                              f"Compare the two and keep what you want (then remove this copy), or run `sentient "
+                              f"resolve {original.stem} --keep mine|theirs|both`") from None
             raise BadFile(path, f"the file name does not make a valid id ({exc.message})", "Rename the file") from None
         return read_file(path, kind=found_kind, key=key, fields=kind(found_kind).fields,
                          max_bytes=self.max_bytes(found_kind))
@@ -598,8 +609,11 @@ class Vault:
         body: str = "",
         *,
         month: str | None = None,
+        why: str | None = None,
+        source: str | None = None,
     ) -> Document:
-        """Write a new document; AlreadyExists if the key is taken."""
+        """Write a new document; AlreadyExists if the key is taken. `why` and `source`: what the
+        write does and who asked, when not the file's own `source:`, for its commit (see Change)."""
         check_key(kind_name, key)
         if kind(kind_name).nested or kind_name == "session":
             existing = self.locate(kind_name, key)
@@ -626,7 +640,7 @@ class Vault:
         self._fits(kind_name, path, text)
         with self.lock(kind_name, key):
             written = atomic_write(path, text, ABSENT, self.temp_dir)
-        return self._written(kind_name, key, path, text, written)
+        return self._changed("create", why, self._written(kind_name, key, path, text, written), source)
 
     def update(
         self,
@@ -638,10 +652,13 @@ class Vault:
         expected_revision: str | None = None,
         transform: Callable[[Document], Document] | None = None,
         touch: bool = True,
+        why: str | None = None,
+        source: str | None = None,
     ) -> Document:
         """Change a document. `expected_revision` is the content revision the caller read;
         Conflict if the text changed since. `transform` edits the freshly read document.
-        `touch=False` leaves `updated` as it is (a write that records, not a change)."""
+        `touch=False` leaves `updated` as it is (a write that records, not a change). `why` and
+        `source`: as for create."""
         with self.lock(kind_name, key):
             current = self.get(kind_name, key)
             if expected_revision is not None and current.revision != expected_revision:
@@ -655,19 +672,47 @@ class Vault:
             text = document.render()
             self._fits(kind_name, current.path, text)
             written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir)
-        return self._written(kind_name, key, current.path, text, written)
+        return self._changed("update", why, self._written(kind_name, key, current.path, text, written), source)
 
     def _written(self, kind_name: str, key: str, path: Path, text: str, file_hash: str) -> Document:
         """The document as just written (what a read of the file would give, without the read)."""
         return parse(text, kind=kind_name, key=key, path=path, fields=kind(kind_name).fields, file_hash=file_hash)
 
-    def delete(self, kind_name: str, key: str, *, expected_revision: str | None = None) -> Path:
-        """Remove a document's file; Conflict if it changed since the caller read it."""
+    def _changed(self, action: str, why: str | None, document: Document, source: str | None = None) -> Document:
+        """Tell `on_change` of a write just made, and return it. `source`: where the write came
+        from, when not the file's own `source:` (a delete's)."""
+        if self.on_change is not None:
+            rel = self.rel_of(document.path)
+            if rel is not None:
+                origin = shown_source(source) if source else source_of(document.kind, document.key, rel,
+                                                                       {} if action == "delete" else document.meta)
+                status = document.meta.get("status") if document.kind == "run" and action != "delete" else None
+                self.on_change(Change(rel, document.kind, document.key, action, why or status, origin))
+        return document
+
+    def discard_copy(self, path: Path, *, why: str, source: str | None = None) -> None:
+        """Remove a conflict copy `sentient sync` kept beside a file (once a person resolved it);
+        SentientError for any other file."""
+        rel = self.rel_of(path)
+        copy = conflict_of(path.name)
+        found = classify(PurePosixPath(rel).with_name(copy.original)) if rel and copy else None
+        if rel is None or copy is None or found is None:
+            raise BadFile(path, "is no conflict copy of a file of the vault", "Name a file `sentient doctor` lists "
+                                                                               "as a conflict copy")
+        path.unlink(missing_ok=True)
+        if self.on_change is not None:
+            self.on_change(Change(rel, found[0], found[1], "delete", why, shown_source(source) if source else None))
+
+    def delete(self, kind_name: str, key: str, *, expected_revision: str | None = None, why: str | None = None,
+               source: str | None = None) -> Path:
+        """Remove a document's file; Conflict if it changed since the caller read it. `why` and
+        `source`: what the removal is and who asked, for its commit (see Change)."""
         with self.lock(kind_name, key):
             current = self.get(kind_name, key)
             if expected_revision is not None and current.revision != expected_revision:
                 raise Conflict(current.path, expected_revision, current.revision)
             current.path.unlink()
+        self._changed("delete", why, current, source)
         return current.path
 
 
