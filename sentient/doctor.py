@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sentient.conflicts import git_state, open_conflicts
 from sentient.errors import BadFile
@@ -11,7 +15,9 @@ from sentient.memory import EntryView, flagged_everywhere
 from sentient.tasks.spec import task_spec
 from sentient.tools import build_registry
 from sentient.vault import Problem
+from sentient.vault.atomic import RECOVERED_DIR
 from sentient.vault.kinds import KINDS
+from sentient.vault.store import SKIPPED_DIRS
 from sentient.vault.sync import ConflictCopy, conflict_of
 from sentient.workspace import Workspace
 
@@ -38,10 +44,12 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     git: str = ""  # what becomes of the app's changes in git (conflicts.git_state)
     conflicts: list[ConflictCopy] = field(default_factory=list)  # kept by `sentient sync`, not yet resolved
+    kept_aside: list[Path] = field(default_factory=list)  # saves of a person's a write kept apart (kept_aside())
 
     @property
     def healthy(self) -> bool:
-        return not self.problems and not self.conflicts and all(check.ok for check in self.models)
+        return (not self.problems and not self.conflicts and not self.kept_aside
+                and all(check.ok for check in self.models))
 
     @property
     def withheld(self) -> list[EntryView]:
@@ -104,4 +112,23 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
         models=check_models(llm) if llm is not None else [],
         git=git_state(workspace),
         conflicts=open_conflicts(workspace),
+        kept_aside=kept_aside(workspace.vault.root),
     )
+
+
+# A save of a person's that met a write of Sentient's (vault/atomic.py): `<name>.conflict-<time>-<pid>-<n>`
+_RACED = re.compile(r".+\.md\.conflict-\d{8}-\d{6}-\d+-\d+")
+
+
+def kept_aside(root: Path) -> list[Path]:
+    """Saves of a person's that a write of Sentient's kept apart rather than lose (docs/security.md):
+    copies beside a file, made when an editor saved it while Sentient was writing it, and what
+    `.sentient/recovered/` holds (a save a write killed mid-way had swapped out). Each waits for
+    the person to compare it with the file and delete it."""
+    found: list[Path] = []
+    for folder, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not (folder == str(root) and name in SKIPPED_DIRS)]
+        found += [Path(folder) / name for name in files if ".md.conflict-" in name and _RACED.fullmatch(name)]
+    with suppress(OSError):
+        found += [path for path in (root / ".sentient" / RECOVERED_DIR).iterdir() if path.is_file()]
+    return sorted(found)

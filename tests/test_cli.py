@@ -123,6 +123,31 @@ def test_doctor_names_each_bad_file_and_exits_nonzero(
     assert "memory entries" in out  # the good files still load
 
 
+def test_doctor_names_each_save_of_a_persons_kept_aside_and_exits_nonzero(
+    make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A save an editor made while Sentient was writing the file is kept beside it (vault/atomic.py),
+    and one a killed write had swapped out is kept in .sentient/recovered/: doctor names both."""
+    from sentient.vault.atomic import RECOVERED_DIR, _keep_beside
+
+    vault = make_vault("basic")
+    assert run(capsys, "--vault", str(vault), "doctor", "--no-models")[0] == 0
+    entry = next((vault / "memory").rglob("*.md"))
+    save = vault / "editor-save.tmp"
+    save.write_text("the person's own words\n")
+    beside = _keep_beside(save, entry, "a save made while a write was putting the file back")
+    recovered = vault / ".sentient" / RECOVERED_DIR
+    recovered.mkdir(parents=True, exist_ok=True)
+    (recovered / f"{entry.name}.20261207-101010.a1b2c3").write_text("another save\n")
+    code, out, _ = run(capsys, "--vault", str(vault), "doctor", "--no-models")
+    assert code == 1
+    assert "2 saves of yours kept aside, not lost" in out
+    assert str(beside.relative_to(vault)) in out and f".sentient/recovered/{entry.name}.20261207-101010.a1b2c3" in out
+    beside.unlink()
+    shutil.rmtree(recovered)
+    assert run(capsys, "--vault", str(vault), "doctor", "--no-models")[0] == 0
+
+
 def test_doctor_on_a_missing_vault_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--vault", str(tmp_path / "nope"), "doctor")
     assert code == 2

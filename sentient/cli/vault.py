@@ -170,6 +170,11 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
         for copy in diagnosis.conflicts:
             print(f"  {copy.original}: theirs ({copy.host}, {copy.time}) is {copy.copy}")
             print(f"      keep one: sentient resolve {ref_of(copy)} --keep mine|theirs|both")
+    if diagnosis.kept_aside:
+        print(f"\n{plural(len(diagnosis.kept_aside), 'save')} of yours kept aside, not lost: an editor saved while "
+              "Sentient was writing the same file. Compare each with the file, keep what you want, then delete it:")
+        for path in diagnosis.kept_aside:
+            print(f"  {path.relative_to(workspace.vault.root)}")
     if diagnosis.problems:
         print(f"\n{len(diagnosis.problems)} file(s) could not be read and are left out:")
         for problem in diagnosis.problems:
