@@ -99,12 +99,16 @@ class Workspace:
         return not self.judgment_of(item)[2] and not self._in_conflict(item)
 
     def _in_conflict(self, item: IndexedDoc | Document) -> bool:
-        if item.kind in ("task", "notepad"):  # a copy beside task.md or notepad.md is no file the index reads
-            return _copy_beside(item.path)
+        return self.in_conflict(item.kind, item.key, item.path)
+
+    def in_conflict(self, kind: str, key: str, path: Path) -> bool:
+        """Whether the file of `kind` and `key` at `path` has a sync's conflict copy beside it."""
+        if kind in ("task", "notepad"):  # a copy beside task.md or notepad.md is no file the index reads
+            return _copy_beside(path)
         try:
-            return item.key in self.conflicted(item.kind)
+            return key in self.conflicted(kind)
         except IndexUnavailable:  # no index to ask: the folder is
-            return _copy_beside(item.path)
+            return _copy_beside(path)
 
     def judge_text(self, text: str) -> bool:
         """True when the text reads like instructions (the current patterns match)."""

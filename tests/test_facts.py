@@ -140,6 +140,25 @@ def test_a_flagged_fact_line_is_withheld_from_the_model(agent: Agent, scripted: 
     assert "Biscuit" in told and "Ignore all previous" not in told
 
 
+def test_facts_in_a_sync_conflict_are_told_neither_way_until_resolved(agent: Agent, scripted: Scripted,
+                                                                       vault: Path) -> None:
+    from datetime import UTC, datetime
+
+    from sentient.vault.sync import conflict_name
+
+    theirs = vault / conflict_name(FACTS_FILE, "desktop", datetime(2026, 12, 7, 10, 0, tzinfo=UTC))
+    theirs.write_text((vault / FACTS_FILE).read_text().replace("Biscuit", "Pepper"))
+    agent.workspace.index.sync()
+    chat_turns(agent, scripted, 1)
+    prompt = json.dumps(chats(scripted)[0]["messages"])
+    assert "Biscuit" not in prompt and "Pepper" not in prompt
+    theirs.unlink()
+    agent.workspace.index.sync()
+    scripted.requests.clear()
+    chat_turns(agent, scripted, 1)
+    assert "Biscuit" in json.dumps(chats(scripted)[0]["messages"])
+
+
 def test_a_persona_never_sees_another_personas_facts(agent: Agent, scripted: Scripted, vault: Path) -> None:
     (vault / "people" / "maya" / "coach.md").write_text("- **running**: She runs 10 km on Saturdays.\n")
     chat_turns(agent, scripted, 1, persona="coach")

@@ -170,14 +170,17 @@ class FactReader:
                 stat = os.stat(path)
             except FileNotFoundError:
                 return None
-            state = (stat.st_mtime_ns, stat.st_size, stat.st_ino, self.workspace.judge_fingerprint)
+            held = self.workspace.in_conflict("people", key, path)  # a sync kept both sides: neither is told
+            state = (stat.st_mtime_ns, stat.st_size, stat.st_ino, self.workspace.judge_fingerprint, held)
             with self._lock:
                 cached = self._cache.get(key)
             if cached is not None and cached[0] == state:
                 return cached[1]
-            facts = read_set(self.workspace, user, persona)
-            text = render_told(self.prompts, facts.visible)
-            message = Told(text, facts.untrusted) if text is not None else None
+            message = None
+            if not held:
+                facts = read_set(self.workspace, user, persona)
+                text = render_told(self.prompts, facts.visible)
+                message = Told(text, facts.untrusted) if text is not None else None
         except (SentientError, OSError) as exc:
             self._log_once(key, state, exc)
             return None
