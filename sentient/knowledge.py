@@ -376,7 +376,9 @@ class KnowledgeBuilder:
                 problems.append(f"{ref}: {exc}")
                 unread.append(Unread(kind, key, isinstance(exc, NotFound) and not self._folder_failed(kind)))
                 continue
-            if not self.workspace.visible(doc):
+            if self.workspace.in_conflict(kind, key, doc.path):
+                problems.append(f"{ref}: withheld, edited on two machines: a sync kept both sides (sentient doctor)")
+            elif not self.workspace.visible(doc):
                 problems.append(f"{ref}: withheld, it reads like instructions")
             else:
                 outside = doc.meta.get("untrusted") is True

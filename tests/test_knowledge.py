@@ -527,3 +527,21 @@ def test_a_block_recorded_but_never_delivered_is_not_replayed_once_it_is_not_wha
     agent.turn("hello again", session=session)
     sent = str(scripted.requests[-1]["messages"])
     assert "pineapple protocol" not in sent and "memory-index" in sent  # the block of now, told again
+
+
+def test_a_pin_in_a_sync_conflict_is_told_neither_way_and_the_reason_says_so(basic: Path, scripted: Scripted) -> None:
+    from datetime import UTC, datetime
+
+    from sentient.vault.sync import conflict_name
+
+    (basic / "pins" / "notes" / "pine.md").write_text("---\ntitle: Pine\n---\nWater the pine on Fridays.\n")
+    theirs = basic / conflict_name("pins/notes/pine.md", "desktop", datetime(2026, 12, 7, 10, 0, tzinfo=UTC))
+    theirs.write_text("---\ntitle: Pine\n---\nWater the pine on Sundays.\n")
+    agent = agent_on(basic)
+    session = agent.new_session(pins=["note:pine"])
+    scripted.queue(text("ok"))
+    agent.turn("hi", session=session)
+    sent = str(scripted.requests[-1]["messages"])
+    assert "Water the pine" not in sent
+    assert session_knowledge(agent.workspace, session)[2] == (
+        "note:pine: withheld, edited on two machines: a sync kept both sides (sentient doctor)",)
