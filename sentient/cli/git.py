@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from sentient.cli.common import plural
+from sentient.vault.sync import ConflictCopy
 from sentient.workspace import Workspace
 
 
@@ -23,7 +24,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_sync(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.conflicts import as_dict, ref_of, sync_vault
+    from sentient.conflicts import as_dict, sync_vault
     done = sync_vault(workspace)
     if args.json:
         print(json.dumps({**done.as_dict(), "conflicts": [as_dict(copy) for copy in done.conflicts]}, indent=2))
@@ -31,13 +32,19 @@ def cmd_sync(args: argparse.Namespace, workspace: Workspace) -> int:
     pushed = "pushed" if done.pushed else "nothing to push"
     print(f"synced {done.branch} with {done.remote}: {done.merged}, {pushed}")
     if done.conflicts:
-        print(f"{plural(len(done.conflicts), 'file')} changed on both sides in the same lines; both versions are kept "
-              "and neither is shown to the model until you resolve it:")
-        for copy in done.conflicts:
-            print(f"  {copy.original}: theirs is {copy.copy}")
-            print(f"      sentient resolve {ref_of(copy)} --keep mine|theirs|both")
+        show_conflicts(done.conflicts, f"{plural(len(done.conflicts), 'file')} changed on both sides in the same "
+                       "lines; both versions are kept and neither is shown to the model until you resolve it:")
         return 1
     return 0
+
+
+def show_conflicts(conflicts: list[ConflictCopy], heading: str) -> None:
+    """Each conflict a sync kept, with the command that settles it (sync's and doctor's report)."""
+    from sentient.conflicts import ref_of
+    print(heading)
+    for copy in conflicts:
+        print(f"  {copy.original}: theirs ({copy.host}, {copy.time}) is {copy.copy}")
+        print(f"      keep one: sentient resolve {ref_of(copy)} --keep mine|theirs|both")
 
 
 def cmd_resolve(args: argparse.Namespace, workspace: Workspace) -> int:

@@ -119,7 +119,7 @@ def doctors_patterns(settings: Settings) -> tuple[PatternSet, str | None]:
 
 
 def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.conflicts import ref_of
+    from sentient.cli.git import show_conflicts
     from sentient.doctor import allow_command, examine
     from sentient.llm import LLM
     from sentient.record import record, stale
@@ -165,11 +165,8 @@ def cmd_doctor(args: argparse.Namespace, workspace: Workspace) -> int:
             for match in entry.matches:
                 print(f"      {match}")
     if diagnosis.conflicts:
-        print(f"\n{plural(len(diagnosis.conflicts), 'conflicting edit')} kept both ways by `sentient sync`; neither "
-              "side is shown to the model until you resolve it:")
-        for copy in diagnosis.conflicts:
-            print(f"  {copy.original}: theirs ({copy.host}, {copy.time}) is {copy.copy}")
-            print(f"      keep one: sentient resolve {ref_of(copy)} --keep mine|theirs|both")
+        show_conflicts(diagnosis.conflicts, f"\n{plural(len(diagnosis.conflicts), 'conflicting edit')} kept both ways "
+                       "by `sentient sync`; neither side is shown to the model until you resolve it:")
     if diagnosis.kept_aside:
         print(f"\n{plural(len(diagnosis.kept_aside), 'save')} of yours kept aside, not lost: an editor saved while "
               "Sentient was writing the same file. Compare each with the file, keep what you want, then delete it:")
