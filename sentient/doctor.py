@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sentient import embedding
 from sentient.errors import BadFile
 from sentient.llm import LLM
 from sentient.memory import EntryView, flagged_everywhere
@@ -97,4 +98,5 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
         problems=index.problems() + task_problems(workspace),
         flagged=flagged_everywhere(workspace),
         models=check_models(llm) if llm is not None else [],
+        notes=[off] if (off := embedding.problem()) is not None else [],
     )

@@ -207,6 +207,7 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "pattern_set": app_of(client).state.workspace.judge.patterns.label,
         "pattern_problem": None,
         "facts": {"on": False, "busy": 0},
+        "search": {"modes": ["bm25", "vector", "hybrid"], "default": "hybrid", "problem": None},
     }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from sentient import embedding
 from sentient.api.deps import AgentDep, WorkspaceDep
 
 router = APIRouter(tags=["health"])
@@ -15,9 +16,11 @@ router = APIRouter(tags=["health"])
 def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
     """Status, the vault, whether memory exists in this process, the watcher, the model, each
     task's next due time (`tasks`: soonest first; `problem` when its file cannot be run), and
-    whether facts are kept (`facts.busy`: callers with an extraction queued or running)."""
+    whether facts are kept (`facts.busy`: callers with an extraction queued or running), and how
+    search ranks (`search.problem`: why not by meaning too, and what to install)."""
     watcher = request.app.state.watcher
     problems = workspace.index.problems()
+    semantic = workspace.index.semantic_model() is not None
     return {
         "status": "ok",
         "vault": str(workspace.vault.root),
@@ -30,4 +33,7 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "tasks": request.app.state.scheduler.overview(),
         # facts about callers (docs/facts.md): kept at all, and how many callers' extractions are under way
         "facts": {"on": agent.facts is not None, "busy": agent.facts.busy() if agent.facts is not None else 0},
+        # how search ranks: by words and meaning (hybrid), or by words alone, and then why
+        "search": {"modes": ["bm25", "vector", "hybrid"] if semantic else ["bm25"],
+                   "default": "hybrid" if semantic else "bm25", "problem": embedding.problem()},
     }

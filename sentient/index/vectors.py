@@ -29,6 +29,10 @@ EMBEDDED_KINDS = ("memory", "note", "plan", "session", "run")
 MOST_PIECES = 256  # of one document: a session longer than that is embedded as far as this
 EMBED_BATCH = 256  # documents embedded, then written in one short transaction
 MODEL_META = "embedding_model"
+# A piece less similar than this to the query is no hit: the nearest pieces to words the vault
+# never speaks of (zzzqqq, lorem ipsum) measure 0.10-0.21 with this model, paraphrases 0.25 up
+# (docs/benchmarks.md)
+MIN_COSINE = 0.25
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al.): rank 1 weighs 1/61, rank 10 1/70
 T = TypeVar("T")
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
@@ -107,24 +111,28 @@ class Matrix:
         return Matrix(version, docs, parts, flat.reshape(len(rows), -1) if rows else flat.reshape(0, 0))
 
     def nearest(self, query: npt.NDArray[np.float32], most: int) -> list[tuple[int, int, float]]:
-        """(doc, part, cosine) of the best piece of each of the `most` nearest documents, best first."""
+        """(doc, part, cosine) of the best piece of each of the `most` nearest documents (of those
+        with a piece at MIN_COSINE or more), best first."""
         import numpy as np
 
         if not len(self.docs):
             return []
         scores = self.vectors @ query
-        wanted = min(len(scores), most * 4)  # pieces: a document may hold several of the best
+        close = int((scores >= MIN_COSINE).sum())
+        if not close:
+            return []
+        wanted = min(close, most * 4)  # pieces: a document may hold several of the best
         while True:
-            top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < len(scores) else np.arange(len(scores))
+            top = np.argpartition(-scores, wanted - 1)[:wanted]
             top = top[np.argsort(-scores[top], kind="stable")]
             found: dict[int, tuple[int, int, float]] = {}
             for at in top:
                 doc = int(self.docs[at])
                 if doc not in found:
                     found[doc] = (doc, int(self.parts[at]), float(scores[at]))
-            if len(found) >= most or wanted >= len(scores):
+            if len(found) >= most or wanted >= close:
                 return list(found.values())[:most]
-            wanted = min(len(scores), wanted * 4)
+            wanted = min(close, wanted * 4)
 
 
 def fused(rankings: Sequence[Sequence[T]], weights: Sequence[float], k: int = FUSION_K) -> dict[T, float]:
