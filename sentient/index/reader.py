@@ -30,7 +30,7 @@ from sentient.index.schema import (
     _when,
     phrases,
 )
-from sentient.index.vectors import Matrix, fused
+from sentient.index.vectors import VECTOR_WEIGHT, Matrix, fused
 from sentient.vault.store import Problem, Vault
 
 MODES = ("bm25", "vector", "hybrid")
@@ -121,10 +121,10 @@ class Reader:
         fewer than `limit` do.
 
         `mode`: "bm25" (words), "vector" (meaning: the cosine of the query's embedding and the
-        best piece of each document), or "hybrid" (both rankings fused by reciprocal rank). Without
-        an embedding model (`semantic` is False) every mode ranks by words. `recency`: in hybrid
-        mode, the weight of a third ranking fused in, newest first (1.0 weighs as much as each
-        of the others).
+        best piece of each document), or "hybrid" (both rankings fused by reciprocal rank,
+        vectors.fused). Without an embedding model (semantic_model() is None) every mode ranks by
+        words. `recency`: in hybrid mode, the weight of a third ranking fused in, of the hits of
+        both, newest first (1.0 weighs as much as BM25).
         """
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; one of {', '.join(MODES)}")
@@ -148,7 +148,7 @@ class Reader:
         found = self._words(words, any_word, clauses, params, depth)
         by_path = {hit.path: hit for hit in [*near, *found]}
         rankings = [[hit.path for hit in found], [hit.path for hit in near]]
-        weights = [1.0, 1.0]
+        weights = [1.0, VECTOR_WEIGHT]
         if recency:
             rankings.append(sorted(by_path, key=lambda path: by_path[path].updated or "", reverse=True))
             weights.append(recency)

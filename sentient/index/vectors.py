@@ -33,7 +33,13 @@ MODEL_META = "embedding_model"
 # never speaks of (zzzqqq, lorem ipsum) measure 0.10-0.21 with this model, paraphrases 0.25 up
 # (docs/benchmarks.md)
 MIN_COSINE = 0.25
-FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al.): rank 1 weighs 1/61, rank 10 1/70
+# Reciprocal rank fusion: a document scores the sum over rankings of weight / (FUSION_K + rank).
+# A small constant lets the first few of each ranking count most; BM25 weighs twice the vectors.
+# Chosen on bench/bench_recall.py's set (seed 24; docs/benchmarks.md): k 10, 30, 60 and vector
+# weights 0.25-1.0 tried; the model is small, and a BM25 top hit (a name and a day) is the
+# surer one. Equal weights with k=60 lost recall on questions naming a day (0.97 -> 0.42).
+FUSION_K = 10
+VECTOR_WEIGHT = 0.5
 T = TypeVar("T")
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
             f"({', '.join(repr(kind) for kind in EMBEDDED_KINDS)}) AND d.id > ? AND NOT EXISTS "
