@@ -104,6 +104,11 @@ def test_vector_hits_pass_the_filters(index: Index) -> None:
     assert keys(index.search(PARAPHRASE, mode="vector", kind="memory"))[0] == "anika"
 
 
+def test_an_unknown_mode_is_refused(index: Index) -> None:
+    with pytest.raises(ValueError, match="unknown search mode 'fuzzy'; one of bm25, vector, hybrid"):
+        index.search("Anika", mode="fuzzy")
+
+
 def test_what_the_vault_never_speaks_of_finds_nothing(index: Index) -> None:
     for mode in ("vector", "hybrid"):
         assert index.search("zzzqqqxxy", mode=mode) == []
