@@ -270,7 +270,8 @@ def main() -> None:
                 big = bare_fts([*turns])  # the bare query's latency is shown at the set's size only
                 large = {mode: latencies(index, big, mode, questions[:200]) for mode in MODES}
     lines = [f"## Recall (issue 24), seed {args.seed}\n",
-             f"`python bench/bench_recall.py --sessions {args.sessions} --seed {args.seed} --scale {args.scale}` on {platform.node()} "
+             f"`python bench/bench_recall.py --sessions {args.sessions} --seed {args.seed} --scale {args.scale}` "
+             f"on {platform.node()} "
              f"({os.cpu_count()} cores, shared; load {os.getloadavg()[0]:.1f} at the end), "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. {len(turns)} turns in {args.sessions} sessions, "
              f"{len(questions)} questions ({', '.join(f'{sum(q.sort == s for q in questions)} {s}' for s in sorts)}). "
