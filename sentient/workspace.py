@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from sentient import embedding
 from sentient.config import CONFIG_FILE, Settings, load_settings
 from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
@@ -39,7 +40,7 @@ class Workspace:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
             self._index = Index(self.vault, judge=self.judge, judge_version=lambda: self.judge_fingerprint,
-                                judge_many=self.judge.threats, path=self.index_path)
+                                judge_many=self.judge.threats, path=self.index_path, embedder=embedding.embedder)
         return self._index
 
     @property

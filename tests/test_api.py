@@ -209,6 +209,7 @@ def test_health_says_what_the_process_has(client: TestClient, basic: Path) -> No
         "facts": {"on": False, "busy": 0},
         "git": {"state": f"not committing: {basic} is not a git repository, so changes are not committed (`git init` "
                          "there to have them committed)", "conflicts": []},
+        "search": {"modes": ["bm25", "vector", "hybrid"], "default": "hybrid", "problem": None},
     }
 
 

@@ -250,10 +250,10 @@ def test_search_filters_kind_scope_category_dates(vault: Vault, index: Index) ->
     assert len(index.search("school", limit=1)) == 1
 
 
-def test_all_words_first_then_any_word(vault: Vault, index: Index) -> None:
+def test_any_word_ranked_the_entry_with_most_of_them_first(vault: Vault, index: Index) -> None:
     small_vault(vault)
     index.sync()
-    assert keys(index.search("school teacher maths")) == ["anika"]
+    assert keys(index.search("school teacher maths"))[0] == "anika"
     assert set(keys(index.search("mango release"))) == {"hand-made", "deploy"}
 
 
@@ -561,11 +561,11 @@ def test_rare_word_ranks_first_beside_a_very_common_word(vault: Vault) -> None:
         assert keys(hits)[:1] == ["zebra"]
         write(vault, "memory/both.md", entry("Zebra crossing", "A zebra crossing, built in a day."))
         index.sync()
-        assert keys(index.search("day zebra")) == ["both"]  # all words first
+        assert keys(index.search("day zebra")) == ["both", "zebra"]  # without the broad word, both words first
         assert keys(index.search("zebra day"))[0] == "both"
     with Index(vault) as index:  # without the shortcut, the same entries rank first
         index.sync()
-        assert keys(index.search("day zebra")) == ["both"]
+        assert keys(index.search("day zebra"))[:2] == ["both", "zebra"]
         assert keys(index.search("zoo day"))[0] == "zebra"
 
 

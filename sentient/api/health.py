@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from sentient import embedding
 from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.conflicts import as_dict, git_state, open_conflicts
 
@@ -16,10 +17,12 @@ router = APIRouter(tags=["health"])
 def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[str, Any]:
     """Status, the vault, whether memory exists in this process, the watcher, the model, each
     task's next due time (`tasks`: soonest first; `problem` when its file cannot be run), and
-    whether facts are kept (`facts.busy`: callers with an extraction queued or running), and the
-    vault's git state with its unresolved sync conflicts (`git.conflicts`)."""
+    whether facts are kept (`facts.busy`: callers with an extraction queued or running), the
+    vault's git state with its unresolved sync conflicts (`git.conflicts`), and how search ranks
+    (`search.problem`: why not by meaning too, and what to install)."""
     watcher = request.app.state.watcher
     problems = workspace.index.problems()
+    semantic = workspace.index.semantic_model() is not None
     return {
         "status": "ok",
         "vault": str(workspace.vault.root),
@@ -35,4 +38,7 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         # the vault's git repository (docs/git.md): what becomes of the app's changes, and the
         # conflicting edits a sync kept both ways, withheld from the model until resolved
         "git": {"state": git_state(workspace), "conflicts": [as_dict(copy) for copy in open_conflicts(workspace)]},
+        # how search ranks: by words and meaning (hybrid), or by words alone, and then why
+        "search": {"modes": ["bm25", "vector", "hybrid"] if semantic else ["bm25"],
+                   "default": "hybrid" if semantic else "bm25", "problem": embedding.problem()},
     }

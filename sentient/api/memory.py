@@ -8,7 +8,7 @@ not exist and answer 404."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,6 +26,7 @@ from sentient.memory import (
     view,
     whole_memory_readable,
 )
+from sentient.search import default_mode
 from sentient.vault.document import check_id
 from sentient.vault.kinds import TITLE_RULE
 from sentient.versions import entry_history, entry_version, revert_entry
@@ -126,11 +127,15 @@ def list_memory(
 def search_memory(
     workspace: WorkspaceDep, response: Response, q: Annotated[str, Query(min_length=1)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    mode: Annotated[Literal["bm25", "vector", "hybrid"] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """Ranked hits among memory entries (flagged ones are shown to the person, marked)."""
+    """Ranked hits among memory entries (flagged ones are shown to the person, marked). `mode`:
+    rank by words (bm25), by meaning (vector) or both fused (hybrid: the default when the
+    embedding model loads, else bm25; /api/health says which)."""
     _say_unreadable(workspace, response)
     results = []
-    for hit in workspace.index.search(q, kind="memory", limit=max(1, min(limit, 100))):
+    chosen = mode or default_mode(workspace.index)
+    for hit in workspace.index.search(q, kind="memory", limit=max(1, min(limit, 100)), mode=chosen):
         doc = workspace.index.get("memory", hit.key)
         if doc is not None:
             results.append({**view(workspace, doc).as_dict(), "snippet": hit.snippet, "score": round(hit.score, 4)})

@@ -6,12 +6,15 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from sentient.cli.common import Progress, count_in, plural, utf8_argument
 from sentient.config import Settings
+from sentient.embedding import problem as semantic_problem
 from sentient.errors import ConfigError
+from sentient.index.reader import MODES
 from sentient.threats import PatternSet
 from sentient.vault.kinds import KINDS, one_line
 from sentient.workspace import Workspace
@@ -31,6 +34,9 @@ def add_parser(sub: Any) -> None:
     search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file (session: chats)")
     search.add_argument("--limit", type=count_in(1, 100), default=10, help="how many hits, 1-100 (default 10)")
     search.add_argument("--json", action="store_true", help="print JSON")
+    search.add_argument("--mode", choices=MODES,
+                        help="rank by words (bm25), by meaning (vector) or both fused (hybrid: the default when "
+                             "the embedding model loads, else bm25)")
     search.set_defaults(handler=cmd_search)
 
     doctor = sub.add_parser("doctor", help="report unreadable and flagged files and what to do")
@@ -53,6 +59,10 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     index = workspace.index
     report = index.rebuild(progress) if args.rebuild else index.sync(progress)
     progress.finish()
+    embedding = Progress("embedding")
+    start = time.perf_counter()
+    embedded = index.embed(embedding)
+    embedding.finish()
     counts = index.counts()
     held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
     print(f"{workspace.vault.root}: {held or 'nothing yet'}")
@@ -61,6 +71,10 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
         f"indexed in {report.elapsed:.2f} s: {report.added} added, {report.updated} updated, "
         f"{report.removed} removed, {report.unchanged} unchanged{problems}"
     )
+    if embedded:
+        print(f"embedded {plural(embedded, 'document')} in {time.perf_counter() - start:.2f} s")
+    elif (off := semantic_problem()) is not None:
+        print(off)
     return 0
 
 
@@ -70,7 +84,9 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
     query = utf8_argument(" ".join(args.query), "the query")
     if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
         workspace.index.sync()
-    found = find(workspace.index, query, kind=args.kind, limit=args.limit)
+    if args.mode not in (None, "bm25") and (off := semantic_problem()) is not None:
+        print(off, file=sys.stderr)
+    found = find(workspace.index, query, kind=args.kind, limit=args.limit, mode=args.mode)
     hits = found.hits
     judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
     if args.json:

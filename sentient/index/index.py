@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sentient.embedding import Embedder
 from sentient.errors import BadFile, IndexUnavailable
 from sentient.index.batch import (
     DUPLICATE_FIX,
@@ -46,6 +47,7 @@ from sentient.index.schema import (
     _text,
     _when,
 )
+from sentient.index.vectors import _PENDING, embed_pending, forget_other_models, pending
 from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
 from sentient.vault.store import File, Found, Vault
@@ -62,7 +64,8 @@ class Index(Reader):
 
     def __init__(self, vault: Vault, *, judge: Judge | None = None, judge_version: str | Callable[[], str] = "",
                  judge_many: Callable[[Sequence[Document]], Sequence[Mapping[str, Any] | None]] | None = None,
-                 timeout: float = 5.0, broad: int = BROAD_MATCHES, path: Path | None = None) -> None:
+                 timeout: float = 5.0, broad: int = BROAD_MATCHES, path: Path | None = None,
+                 embedder: Callable[[], Embedder | None] | None = None) -> None:
         """`judge` gives each (re)indexed document its `threat` value (else the frontmatter's is kept);
         `judge_version` names its verdicts (a function giving the current name, for a judge whose
         pattern set can change while the index is open: the rows are then judged again, by the
@@ -70,7 +73,9 @@ class Index(Reader):
         gives the `threat` values of a sync's documents a batch at a time, as `judge` would one by
         one (ThreatJudge.threats: faster for many short texts, and it keeps none of them).
         `timeout`: seconds to wait for another process's write before IndexUnavailable. `broad`:
-        see search(). `path`: the index file, if not the vault's own (.sentient/index.sqlite)."""
+        see search(). `path`: the index file, if not the vault's own (.sentient/index.sqlite).
+        `embedder`: gives the embedding model (sentient.embedding.embedder), when this index is to
+        rank by meaning too; it is called on the first search or embed() that needs it."""
         self.vault = vault
         self.timeout = timeout
         self.broad = broad
@@ -93,6 +98,10 @@ class Index(Reader):
         self._pending_tops: set[str] = set()
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
         self._first_new = 0  # rows of ids above this were written by the sync under way
+        self._embedder = embedder
+        self._matrix = None
+        self._embedding = threading.Lock()  # one embed() at a time
+        self._embedded_at: tuple[int, int] | None = None  # the version every document was embedded at
         self._writer = self._open()
 
     # --- opening ---------------------------------------------------------------------
@@ -463,6 +472,41 @@ class Index(Reader):
         self.judge_version = judge_version
         self._fingerprint = json.dumps({"max_file_bytes": self.vault.max_file_bytes,
                                         "session_bytes": self.vault.max_bytes("session"), "judge": judge_version})
+
+    # --- vectors (vectors.py) -------------------------------------------------------------
+
+    def embed(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every document of the embedded kinds that has no vectors from the model of now
+        (all of them, after a model change), a batch at a time, each written in a short
+        transaction: a search or the watcher's writes wait one batch at most. Returns how many
+        were embedded; 0 without a model. `progress(done, total)` after each batch."""
+        model = self.semantic_model()
+        if model is None or self._embedded_at == self.version:
+            return 0
+        with self._embedding:
+            if self._embedded_at == self.version:
+                return 0
+            with self._writing() as conn:
+                forget_other_models(conn, model.id)
+            with self._reading() as conn:
+                total = pending(conn)
+
+            def read(after: int, most: int) -> list[tuple[int, str, str, str, str]]:
+                with self._reading() as conn:
+                    return conn.execute(_PENDING, (after, most)).fetchall()
+
+            def write(docs: list[tuple[int, str]], vectors: list[tuple[int, int, str, bytes]]) -> None:
+                revision = dict(docs)
+                current = "EXISTS (SELECT 1 FROM documents WHERE id = ? AND revision = ?)"  # not edited meanwhile
+                with self._writing() as conn:
+                    conn.executemany(f"INSERT OR REPLACE INTO embedded SELECT ?, ? WHERE {current}",
+                                     [(doc, rev, doc, rev) for doc, rev in docs])
+                    conn.executemany(f"INSERT OR REPLACE INTO vectors SELECT ?, ?, ?, ? WHERE {current}",
+                                     [(*row, row[0], revision[row[0]]) for row in vectors])
+
+            done = embed_pending(read, write, model, total, progress) if total else 0
+            self._embedded_at = self.version
+        return done
 
     # --- the watcher's lease (watched.py) -------------------------------------------------
 

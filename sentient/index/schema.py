@@ -13,7 +13,8 @@ from typing import Any
 
 from sentient.vault.document import Document
 
-SCHEMA_VERSION = 4  # 3: a session's knowledge sections are not indexed; 4: problems by (kind, key), newest first
+SCHEMA_VERSION = 5  # 3: a session's knowledge sections are not indexed; 4: problems by (kind, key), newest first;
+# 5: vectors (vectors.py)
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
 BATCH = 5000  # files written per transaction
@@ -52,6 +53,12 @@ _SCHEMA = (
     # per folder, a digest of its document files' (name, mtime_ns, size) as of the sync that stored it,
     # when each of them had its row; a write of any row in the folder deletes it
     "CREATE TABLE folders (path TEXT PRIMARY KEY, state BLOB NOT NULL, files INTEGER NOT NULL)",
+    # what each document says, embedded a piece at a time (vectors.py): gone with its row
+    "CREATE TABLE embedded (doc INTEGER PRIMARY KEY, revision TEXT NOT NULL)",
+    """CREATE TABLE vectors (doc INTEGER NOT NULL, part INTEGER NOT NULL, text TEXT NOT NULL, vector BLOB NOT NULL,
+        PRIMARY KEY (doc, part)) WITHOUT ROWID""",
+    """CREATE TRIGGER documents_vectors_gone AFTER DELETE ON documents BEGIN
+        DELETE FROM embedded WHERE doc = old.id; DELETE FROM vectors WHERE doc = old.id; END""",
 )
 _INSERT_DOCUMENT = f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 

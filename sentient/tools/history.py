@@ -6,10 +6,12 @@ from __future__ import annotations
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
 from sentient.index import IndexedDoc
+from sentient.index.reader import MODES
 from sentient.knowledge import quoted, quoted_attribute
 from sentient.vault import transcript
 
 EXCERPT = 400
+RECENCY = 1.0  # recent_first: a ranking newest first, fused with the weight of each of the others
 
 
 def _excerpt(body: str) -> str:
@@ -20,15 +22,21 @@ def _excerpt(body: str) -> str:
 
 
 @tool(risk="read")
-def history_semantic_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
-    """Search earlier chat sessions for a topic (word search, best match first).
+def history_semantic_search(ctx: ToolContext, query: str, limit: int = 5, mode: str = "hybrid",
+                            recent_first: bool = False) -> str:
+    """Search earlier chat sessions for a topic (by words and meaning, best match first).
 
     Args:
         query: what the earlier conversation was about.
         limit: how many sessions at most.
+        mode: hybrid (words and meaning, the default), bm25 (exact words only) or vector (meaning only).
+        recent_first: with hybrid, favour recent sessions among those that match.
     """
+    if mode not in MODES:
+        raise ToolRefused(f"mode must be one of {', '.join(MODES)}")
     index = ctx.agent.workspace.index
-    hits = [hit for hit in index.search(query, kind="session", limit=limit + 1) if hit.key != ctx.session]
+    hits = [hit for hit in index.search(query, kind="session", limit=limit + 1, mode=mode,
+                                        recency=RECENCY if recent_first else 0.0) if hit.key != ctx.session]
     if not hits:
         return f"No earlier sessions match {query!r}."
     parts = []

