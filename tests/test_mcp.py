@@ -176,6 +176,11 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "changed since you read it, so nothing was written" in stale
             assert "Notepad of task weekly-digest saved" in await said(
                 client, "task_notepad_write", task="weekly-digest", text="- reported: launch", revision=revision)
+            written = Vault(vault).get("notepad", "weekly-digest")
+            assert written.body == "- reported: launch\n"
+            assert written.meta["source"] == "mcp:claude-desktop" and written.meta["untrusted"] is True
+            flagged_pad = await said(client, "task_notepad_write", task="weekly-digest", text=INJECTION)
+            assert "but it reads like instructions" in flagged_pad and "flagged for the person to review" in flagged_pad
             assert "start it, and task_run hands runs to it" in await refused(client, "task_run", task="weekly-digest")
 
     anyio.run(session)
@@ -186,7 +191,7 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
     assert "threat" not in tea.meta
     note = vault_files.get("memory", "note")
     assert note.meta["source"] == "mcp:claude-desktop" and note.meta["threat"]["flagged"] is True
-    assert vault_files.get("notepad", "weekly-digest").body == "- reported: launch\n"
+    assert vault_files.get("notepad", "weekly-digest").meta["threat"]["flagged"] is True
 
 
 def test_a_read_only_client_is_offered_no_writes_and_refused_them(vault: Path) -> None:
@@ -230,6 +235,20 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
             block = await said(client, "session_knowledge", session="k3f9a2")
             assert "Mysuru" not in block and "anika" not in block.lower()
             assert "Ledger" in block  # its pins are still told
+
+    anyio.run(session)
+
+
+def test_the_policy_example_of_the_docs_is_read_as_written(vault: Path) -> None:
+    """YAML reads a bare `off` as false: docs/mcp.md's own example means off."""
+    with (vault / "sentient.yaml").open("a") as config:
+        config.write("\nmcp:\n  default: off\n  clients: {vscode: read-only, some-experiment: off}\n")
+    settings = load_settings(vault, {})
+    assert settings.mcp.default == "off" and settings.mcp.clients["some-experiment"] == "off"
+
+    async def session() -> None:
+        async with over_stdio(vault, client="some-experiment") as client:
+            assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS - WRITE_TOOLS
 
     anyio.run(session)
 

@@ -168,8 +168,10 @@ def memory_read(backend: Backend, ctx: ToolContext, args: Read) -> Answer:
 class Remember(Args):
     title: str = Field(min_length=1, max_length=300, description="one line saying what the entry is about")
     text: str = Field(min_length=1, description="the fact or note itself, in full sentences")
-    category: str = Field(default="general", description="a free word such as family, work, preference")
-    scope: str = Field(default="global", description="global, or a project name")
+    category: str | None = Field(default=None, description="a free word such as family, work, preference; none: "
+                                 "general (an updated entry keeps its own)")
+    scope: str | None = Field(default=None, description="global, or a project name; none: global (an updated "
+                              "entry keeps its own)")
 
 
 SAID_ID = re.compile(r"memory ([a-z0-9][a-z0-9-]{0,79}) \(")
@@ -329,12 +331,19 @@ def task_notepad_write(backend: Backend, ctx: ToolContext, args: NotepadEdit) ->
     workspace = backend.workspace
     try:
         document = set_notepad(workspace, check_key("task", args.task), args.text,
-                               expected_revision=expected_revision(args.revision))
+                               expected_revision=expected_revision(args.revision), source=ctx.source,
+                               untrusted=ctx.untrusted)
     except Conflict as exc:
         raise SentientError(f"the notepad changed since you read it, so nothing was written ({exc.message}); read "
                             "it again with task_notepad_read and write over its new revision") from None
-    return Answer(f"Notepad of task {args.task} saved (revision {document.revision}).",
-                  {"task": args.task, "revision": document.revision})
+    said = f"Notepad of task {args.task} saved (revision {document.revision})"
+    seen = view(workspace, document)
+    data = {"task": args.task, "revision": document.revision, "flagged": seen.flagged}
+    if seen.flagged:
+        patterns = ", ".join(seen.patterns)
+        return Answer(f"{said}, but it reads like instructions ({patterns}), so it is flagged for the person to "
+                      "review and will not be shown to you or to the task's runs.", data)
+    return Answer(f"{said}.", data)
 
 
 def task_run(backend: Backend, ctx: ToolContext, args: TaskArgs) -> Answer:
