@@ -122,6 +122,8 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
     async def session() -> None:
         async with over_stdio(vault) as client:
             assert await tool_names(client) == ALL_TOOLS
+            told = (await client.initialize()).instructions or ""
+            assert "memory_recall" in told and "memory_remember" in told
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert tools["memory_remember"].input_schema["required"] == ["title", "text"]
             assert tools["memory_recall"].input_schema["properties"]["limit"]["maximum"] == 50
@@ -149,15 +151,22 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "Pasted from a forum" not in str(pins) and (pins.structured_content or {})["withheld"][0]["id"] == \
                 "pasted"
             assert (await said(client, "pin_read", kind="note", id="pasted")).startswith("note pasted is withheld")
-            assert "no memory entry with id web-clipping" in await refused(client, "memory_forget", id="web-clipping")
+            kept = await refused(client, "memory_forget", id="web-clipping")
+            assert kept.startswith("memory_forget: memory web-clipping is withheld: it reads like instructions")
+            assert "the person reviews it first" in kept and "Ignore" not in kept
             quoting = await refused(client, "pin_read", kind="note", id="typed")  # its error would quote the title
             assert quoting.startswith("pin_read: the error quotes text that reads like instructions, so it is withheld")
             assert "Ignore" not in quoting
             prompt = await client.get_prompt("knowledge", {})
             block = prompt.messages[0].content
             assert isinstance(block, mt.TextContent) and "(id: maya-s-tea)" in block.text
-            assert "(written from outside content, so not quoted here" in block.text  # what a client sends
+            assert "(written from outside content, so not quoted here: read it with memory_read if" in block.text
+            assert "Read an entry in full with memory_read(id);" in block.text and "memory_recall(id" not in block.text
+            assert block.text.endswith("(left out: 2 memory entries in scope, withheld: they read like instructions "
+                                       "(the person reviews them with `sentient doctor`))")  # web-clipping, note
             assert "Ignore all" not in str(prompt)
+            of_session = await said(client, "session_knowledge", session="k3f9a2")
+            assert "Ledger" in of_session and "Read an entry in full with memory_read(id);" in of_session
 
             assert "Mysuru" in await said(client, "memory_recall", query="Anika teacher")
             missing = await refused(client, "memory_recall")
@@ -206,6 +215,12 @@ def test_a_read_only_client_is_offered_no_writes_and_refused_them(vault: Path) -
             why = await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
             assert why.startswith("memory_remember isn't available to MCP client 'zed': its policy is read-only")
             assert "read-write in mcp.clients in sentient.yaml" in why
+            told = (await client.initialize()).instructions or ""
+            assert "memory_recall" in told and "memory_remember" not in told and "saves nothing" in told
+        async with over_stdio(vault, "--policy", "read-only", client="zed") as client:
+            why = await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
+            assert why.endswith("Set it to read-write in the --policy of the `sentient mcp` command the client "
+                                "starts to let it write")
             assert "read-only" in await refused(client, "task_notepad_write", task="weekly-digest", text="x")
             assert "read-only" in await refused(client, "memory_forget", id="filter-coffee")
             assert "Mysuru" in await said(client, "memory_recall", query="Anika")
@@ -223,10 +238,11 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
         async with over_stdio(vault, "--policy", "off", "--persona", "reviewer") as client:
             instructions = (await client.initialize()).instructions or ""
             assert instructions.endswith("\n\nYou review designs tersely.")
+            assert "memory_" not in instructions and "not offered to this client (by its policy)" in instructions
             assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS - WRITE_TOOLS
             why = await refused(client, "memory_recall", query="Anika")
             assert why.startswith("memory_recall isn't available to MCP client 'claude-desktop': memory is off")
-            assert "Mysuru" not in why
+            assert "Mysuru" not in why and "in the --policy of the `sentient mcp` command" in why
             assert "memory is off" in await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
             with pytest.raises(MCPError, match="memory is off"):
                 await client.read_resource("sentient://memory/anika-teacher")
@@ -235,6 +251,11 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
             block = await said(client, "session_knowledge", session="k3f9a2")
             assert "Mysuru" not in block and "anika" not in block.lower()
             assert "Ledger" in block  # its pins are still told
+            assert block.endswith("(left out: the memory index: memory is off for this MCP client, by its policy "
+                                  "(docs/mcp.md))")
+            bare = await said(client, "session_knowledge")
+            assert bare == ("Nothing to tell: no pins.\n(left out: the memory index: memory is off for this MCP "
+                            "client, by its policy (docs/mcp.md))")
 
     anyio.run(session)
 
@@ -342,6 +363,8 @@ def test_memory_absent_from_the_process_is_off_for_every_client(vault: Path) -> 
         async def session() -> None:
             async with over_http(url, token, "cursor") as client:
                 assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS
+                told = (await client.initialize()).instructions or ""
+                assert "memory_" not in told and "as memory is absent from this vault's process" in told
                 why = await refused(client, "memory_recall", query="Anika")
                 assert why.endswith("memory is absent from this vault's process (features.memory: false in "
                                     "sentient.yaml, or SENTIENT_MEMORY=0)")
