@@ -179,6 +179,8 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "is not allowed: use" in await refused(client, "memory_read", id="../sentient")
             assert "no memory entry with id nothing-here" in await refused(client, "memory_read", id="nothing-here")
             assert "there is no tool 'shell'" in await refused(client, "shell", command="ls")
+            huge = await said(client, "memory_recall", query="zq" * 50_000)
+            assert huge.endswith("…' (the first 200 of its 100,000 characters).") and len(huge) < 300
             assert "title must be one line" in await refused(client, "memory_remember", title="a\nb", text="c")
 
             notepad = await client.call_tool("task_notepad_read", {"task": "weekly-digest"})
