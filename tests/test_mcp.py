@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio
 import httpx
@@ -30,6 +31,7 @@ from sentient.api.mcp import client_name, mounted
 from sentient.cli import main
 from sentient.config import load_settings
 from sentient.search import find
+from sentient.tasks.continuity import continuity
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
 from tests.agent_support import SCRIPTED, configure
@@ -192,6 +194,9 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             written = Vault(vault).get("notepad", "weekly-digest")
             assert written.body == "- reported: launch\n"
             assert written.meta["source"] == "mcp:claude-desktop" and written.meta["untrusted"] is True
+            with open_workspace(load_settings(vault, {})) as workspace:  # what the task's next run is told
+                told = continuity(workspace, "weekly-digest", ZoneInfo("UTC"))
+            assert told.outside == ["the notepad, written by the MCP client claude-desktop"]  # it starts untrusted
             flagged_pad = await said(client, "task_notepad_write", task="weekly-digest", text=INJECTION)
             assert "but it reads like instructions" in flagged_pad and "flagged for the person to review" in flagged_pad
             assert "start it, and task_run hands runs to it" in await refused(client, "task_run", task="weekly-digest")
