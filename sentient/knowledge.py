@@ -208,6 +208,7 @@ class IndexEntry:
 class MemoryIndex:
     entries: tuple[IndexEntry, ...]
     total: int
+    withheld: int = 0  # entries in scope left out because they read like instructions
 
     @property
     def more(self) -> int:
@@ -222,7 +223,20 @@ class MemoryIndex:
             if used > room and count:
                 break
             count += 1
-        return self if count == len(self.entries) else MemoryIndex(self.entries[:count], self.total)
+        return self if count == len(self.entries) else replace(self, entries=self.entries[:count])
+
+
+@dataclass(frozen=True)
+class MemoryTools:
+    """How the block names the tools that read memory, as its reader has them: the agent reads an
+    entry with memory_recall(id=...), an MCP client with memory_read(id)."""
+
+    read: str = "memory_recall"  # the tool that reads one entry
+    read_call: str = "memory_recall(id=...)"
+    search_call: str = "memory_recall(query=...)"
+
+
+AGENT_TOOLS = MemoryTools()
 
 
 @dataclass(frozen=True)
@@ -324,12 +338,14 @@ class KnowledgeBuilder:
             hidden |= self.workspace.conflicted("memory")  # in a sync conflict: neither side is told
             rows = [row for row in index.newest("memory", scopes, limit=shown + len(hidden)) if row.key not in hidden]
             total = index.count("memory", scopes) - len(hidden)
+            left = len(hidden)
         else:
-            rows = [row for row in index.newest("memory", scopes) if not withheld(row)]
-            total = len(rows)
+            every = index.newest("memory", scopes)
+            rows = [row for row in every if not withheld(row)]
+            total, left = len(rows), len(every) - len(rows)
         entries = tuple(IndexEntry(row.key, row.title, row.category, first_line(row.body, row.title), row.revision,
                                    row.untrusted) for row in rows[:shown])
-        built = MemoryIndex(entries, total)
+        built = MemoryIndex(entries, total, left)
         with self._lock:
             self._cache = {k: v for k, v in self._cache.items() if k[0] == key[0]}
             self._cache[key] = built
@@ -401,15 +417,18 @@ class KnowledgeBuilder:
         except Exception:  # not even that could be looked at: say it failed, not that it is gone
             return True
 
-    def build(self, *, pins: Sequence[str], scope: str | None, memory_allowed: bool) -> Knowledge | None:
-        """The block for a session, or None when there is nothing to tell or it failed."""
+    def build(self, *, pins: Sequence[str], scope: str | None, memory_allowed: bool,
+              tools: MemoryTools = AGENT_TOOLS) -> Knowledge | None:
+        """The block for a session, or None when there is nothing to tell or it failed. `tools`:
+        how its reader reads memory (the agent's tools unless said)."""
         try:
-            return self._build(pins, scope, memory_allowed)
+            return self._build(pins, scope, memory_allowed, tools)
         except Exception:
             log.exception("session knowledge could not be built; sending without it")
             return None
 
-    def _build(self, refs: Sequence[str], scope: str | None, memory_allowed: bool) -> Knowledge | None:
+    def _build(self, refs: Sequence[str], scope: str | None, memory_allowed: bool,
+               tools: MemoryTools) -> Knowledge | None:
         pins, unread, problems = self.pins(refs)
         memory: MemoryIndex | None = None
         memory_unreadable = False
@@ -432,7 +451,7 @@ class KnowledgeBuilder:
             return None
         problems += [f"memory index: the folder {folder} cannot be listed; see `sentient doctor`" for folder in partial]
         text = self.prompts.render(TEMPLATE, pins=pins, unread=unread, memory=memory,
-                                   memory_unreadable=memory_unreadable, memory_partial=partial)
+                                   memory_unreadable=memory_unreadable, memory_partial=partial, tools=tools)
         signature = signature_of(f"{self.prompts.revision(TEMPLATE)}+{QUOTING}", pins, memory,
                                  unread=unread, memory_unreadable=memory_unreadable, memory_partial=partial)
         # A pin from outside content is in the block whole; an entry of the index is not (the

@@ -8,9 +8,10 @@ A section is a class of typed fields with defaults, as config.py writes them:
 
 Made from keyword arguments (nested sections from mappings), it checks every value against its
 field's type and bounds, converts what YAML gives where the meaning is plain ("5" for an int, a
-path's text, "yes" for a switch), and refuses unknown names. All problems of one mapping are
-raised together as one `Invalid`, each with the path of keys that leads to it, so a message can
-name `api.port` and suggest the setting meant.
+path's text, "yes" for a switch, YAML's false for a choice of "off": it reads a bare off so),
+and refuses unknown names. All problems of one mapping are raised together as one `Invalid`,
+each with the path of keys that leads to it, so a message can name `api.port` and suggest the
+setting meant.
 
 Why not pydantic, which the API's request bodies use: every command reads the settings first, and
 importing pydantic and building these models cost about 70 ms of each command's start (a whole
@@ -218,8 +219,10 @@ def _as(value: Any, kind: Any, loc: tuple[str | int, ...]) -> Any:
             return _as(value, inner[0], loc)
         raise TypeError(f"{kind}: a setting of several types")
     if origin is Literal:
-        if value in args:
+        if value in args and not isinstance(value, bool):
             return value
+        if isinstance(value, bool) and (word := "on" if value else "off") in args:
+            return word  # YAML reads a bare on/off as a boolean: a choice that has the word meant it
         named = [repr(arg) for arg in args]
         choices = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
         raise Invalid([Problem(loc, "literal_error", f"Input should be {choices}")])

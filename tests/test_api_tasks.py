@@ -91,6 +91,7 @@ def test_a_task_made_through_the_api_runs_twice_on_schedule_and_the_second_run_i
         edited = http.patch("/api/tasks/ledger-changes", json={"notepad": "  - Ledger beta date\n- pricing  \n"},
                             headers={"If-Match": shown["notepad"]["revision"]})
         assert edited.status_code == 200 and edited.json()["notepad"]["text"] == "- Ledger beta date\n- pricing"
+        assert edited.json()["notepad"]["source"] == "user" and edited.json()["notepad"]["untrusted"] is False
         stale = http.patch("/api/tasks/ledger-changes", json={"notepad": "x"},
                            headers={"If-Match": shown["notepad"]["revision"]})
         assert stale.status_code == 412

@@ -58,6 +58,7 @@ def test_the_first_message_carries_the_block_and_the_second_does_not(basic: Path
     assert "Can the GST step move after the first invoice?" in block  # the pinned note, in full
     assert "Ship the new onboarding to all users" in block  # the pinned plan
     assert "(id: anika-teacher)" in block and "She moved there in 2024" not in block  # one line, not the body
+    assert "Read an entry in full with memory_recall(id=...);" in block  # the agent's tool (MCP's is memory_read)
     assert carried_block(scripted.requests[1]) is None
     assert user_message(scripted.requests[1]) == "And the beta?"
     session = agent.workspace.vault.get("session", first.session)

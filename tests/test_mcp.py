@@ -7,12 +7,15 @@ bad call is answered (a tool error naming the field, never a crash)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio
 import httpx
@@ -24,10 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from sentient.api.app import create_app
-from sentient.api.mcp import client_name
+from sentient.api.mcp import client_name, mounted
 from sentient.cli import main
 from sentient.config import load_settings
 from sentient.search import find
+from sentient.tasks.continuity import continuity
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
 from tests.agent_support import SCRIPTED, configure
@@ -122,6 +126,8 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
     async def session() -> None:
         async with over_stdio(vault) as client:
             assert await tool_names(client) == ALL_TOOLS
+            told = (await client.initialize()).instructions or ""
+            assert "memory_recall" in told and "memory_remember" in told
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert tools["memory_remember"].input_schema["required"] == ["title", "text"]
             assert tools["memory_recall"].input_schema["properties"]["limit"]["maximum"] == 50
@@ -149,15 +155,22 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "Pasted from a forum" not in str(pins) and (pins.structured_content or {})["withheld"][0]["id"] == \
                 "pasted"
             assert (await said(client, "pin_read", kind="note", id="pasted")).startswith("note pasted is withheld")
-            assert "no memory entry with id web-clipping" in await refused(client, "memory_forget", id="web-clipping")
+            kept = await refused(client, "memory_forget", id="web-clipping")
+            assert kept.startswith("memory_forget: memory web-clipping is withheld: it reads like instructions")
+            assert "the person reviews it first" in kept and "Ignore" not in kept
             quoting = await refused(client, "pin_read", kind="note", id="typed")  # its error would quote the title
             assert quoting.startswith("pin_read: the error quotes text that reads like instructions, so it is withheld")
             assert "Ignore" not in quoting
             prompt = await client.get_prompt("knowledge", {})
             block = prompt.messages[0].content
             assert isinstance(block, mt.TextContent) and "(id: maya-s-tea)" in block.text
-            assert "(written from outside content, so not quoted here" in block.text  # what a client sends
+            assert "(written from outside content, so not quoted here: read it with memory_read if" in block.text
+            assert "Read an entry in full with memory_read(id);" in block.text and "memory_recall(id" not in block.text
+            assert block.text.endswith("(left out: 2 memory entries in scope, withheld: they read like instructions "
+                                       "(the person reviews them with `sentient doctor`))")  # web-clipping, note
             assert "Ignore all" not in str(prompt)
+            of_session = await said(client, "session_knowledge", session="k3f9a2")
+            assert "Ledger" in of_session and "Read an entry in full with memory_read(id);" in of_session
 
             assert "Mysuru" in await said(client, "memory_recall", query="Anika teacher")
             missing = await refused(client, "memory_recall")
@@ -168,6 +181,8 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "is not allowed: use" in await refused(client, "memory_read", id="../sentient")
             assert "no memory entry with id nothing-here" in await refused(client, "memory_read", id="nothing-here")
             assert "there is no tool 'shell'" in await refused(client, "shell", command="ls")
+            huge = await said(client, "memory_recall", query="zq" * 50_000)
+            assert huge.endswith("…' (the first 200 of its 100,000 characters).") and len(huge) < 300
             assert "title must be one line" in await refused(client, "memory_remember", title="a\nb", text="c")
 
             notepad = await client.call_tool("task_notepad_read", {"task": "weekly-digest"})
@@ -176,6 +191,14 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
             assert "changed since you read it, so nothing was written" in stale
             assert "Notepad of task weekly-digest saved" in await said(
                 client, "task_notepad_write", task="weekly-digest", text="- reported: launch", revision=revision)
+            written = Vault(vault).get("notepad", "weekly-digest")
+            assert written.body == "- reported: launch\n"
+            assert written.meta["source"] == "mcp:claude-desktop" and written.meta["untrusted"] is True
+            with open_workspace(load_settings(vault, {})) as workspace:  # what the task's next run is told
+                told = continuity(workspace, "weekly-digest", ZoneInfo("UTC"))
+            assert told.outside == ["the notepad, written by the MCP client claude-desktop"]  # it starts untrusted
+            flagged_pad = await said(client, "task_notepad_write", task="weekly-digest", text=INJECTION)
+            assert "but it reads like instructions" in flagged_pad and "flagged for the person to review" in flagged_pad
             assert "start it, and task_run hands runs to it" in await refused(client, "task_run", task="weekly-digest")
 
     anyio.run(session)
@@ -186,7 +209,7 @@ def test_a_read_write_client_over_stdio(vault: Path) -> None:
     assert "threat" not in tea.meta
     note = vault_files.get("memory", "note")
     assert note.meta["source"] == "mcp:claude-desktop" and note.meta["threat"]["flagged"] is True
-    assert vault_files.get("notepad", "weekly-digest").body == "- reported: launch\n"
+    assert vault_files.get("notepad", "weekly-digest").meta["threat"]["flagged"] is True
 
 
 def test_a_read_only_client_is_offered_no_writes_and_refused_them(vault: Path) -> None:
@@ -201,6 +224,12 @@ def test_a_read_only_client_is_offered_no_writes_and_refused_them(vault: Path) -
             why = await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
             assert why.startswith("memory_remember isn't available to MCP client 'zed': its policy is read-only")
             assert "read-write in mcp.clients in sentient.yaml" in why
+            told = (await client.initialize()).instructions or ""
+            assert "memory_recall" in told and "memory_remember" not in told and "saves nothing" in told
+        async with over_stdio(vault, "--policy", "read-only", client="zed") as client:
+            why = await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
+            assert why.endswith("Set it to read-write in the --policy of the `sentient mcp` command the client "
+                                "starts to let it write")
             assert "read-only" in await refused(client, "task_notepad_write", task="weekly-digest", text="x")
             assert "read-only" in await refused(client, "memory_forget", id="filter-coffee")
             assert "Mysuru" in await said(client, "memory_recall", query="Anika")
@@ -218,10 +247,11 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
         async with over_stdio(vault, "--policy", "off", "--persona", "reviewer") as client:
             instructions = (await client.initialize()).instructions or ""
             assert instructions.endswith("\n\nYou review designs tersely.")
+            assert "memory_" not in instructions and "not offered to this client (by its policy)" in instructions
             assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS - WRITE_TOOLS
             why = await refused(client, "memory_recall", query="Anika")
             assert why.startswith("memory_recall isn't available to MCP client 'claude-desktop': memory is off")
-            assert "Mysuru" not in why
+            assert "Mysuru" not in why and "in the --policy of the `sentient mcp` command" in why
             assert "memory is off" in await refused(client, "memory_remember", title="Tea", text="Maya drinks tea.")
             with pytest.raises(MCPError, match="memory is off"):
                 await client.read_resource("sentient://memory/anika-teacher")
@@ -230,6 +260,25 @@ def test_a_memory_off_client_gets_no_memory(vault: Path) -> None:
             block = await said(client, "session_knowledge", session="k3f9a2")
             assert "Mysuru" not in block and "anika" not in block.lower()
             assert "Ledger" in block  # its pins are still told
+            assert block.endswith("(left out: the memory index: memory is off for this MCP client, by its policy "
+                                  "(docs/mcp.md))")
+            bare = await said(client, "session_knowledge")
+            assert bare == ("Nothing to tell: no pins.\n(left out: the memory index: memory is off for this MCP "
+                            "client, by its policy (docs/mcp.md))")
+
+    anyio.run(session)
+
+
+def test_the_policy_example_of_the_docs_is_read_as_written(vault: Path) -> None:
+    """YAML reads a bare `off` as false: docs/mcp.md's own example means off."""
+    with (vault / "sentient.yaml").open("a") as config:
+        config.write("\nmcp:\n  default: off\n  clients: {vscode: read-only, some-experiment: off}\n")
+    settings = load_settings(vault, {})
+    assert settings.mcp.default == "off" and settings.mcp.clients["some-experiment"] == "off"
+
+    async def session() -> None:
+        async with over_stdio(vault, client="some-experiment") as client:
+            assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS - WRITE_TOOLS
 
     anyio.run(session)
 
@@ -252,8 +301,20 @@ def served(vault: Path, **environ: str) -> Iterator[tuple[str, str]]:
         yield f"http://127.0.0.1:{port}", app.state.token
 
 
-def test_http_needs_the_token_and_a_host_of_its_own(vault: Path) -> None:
+def test_http_needs_the_token_and_a_host_of_its_own(vault: Path, caplog: pytest.LogCaptureFixture) -> None:
     with served(vault) as (url, token):
+
+        async def quick_sessions() -> None:
+            """Sessions that end at once: the SDK's race between a client's DELETE and its last
+            notification (answered 202 first) logged tracebacks in one session of ten to three."""
+            for _ in range(20):
+                async with over_http(url, token, "cursor"):
+                    pass
+
+        anyio.run(quick_sessions)
+        time.sleep(0.3)  # what the server does after the last answer
+        assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+
         body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}
         accept = {"Accept": "application/json, text/event-stream"}
@@ -323,11 +384,44 @@ def test_memory_absent_from_the_process_is_off_for_every_client(vault: Path) -> 
         async def session() -> None:
             async with over_http(url, token, "cursor") as client:
                 assert await tool_names(client) == ALL_TOOLS - MEMORY_TOOLS
+                told = (await client.initialize()).instructions or ""
+                assert "memory_" not in told and "as memory is absent from this vault's process" in told
                 why = await refused(client, "memory_recall", query="Anika")
                 assert why.endswith("memory is absent from this vault's process (features.memory: false in "
                                     "sentient.yaml, or SENTIENT_MEMORY=0)")
 
         anyio.run(session)
+
+
+def test_what_fails_after_an_http_answer_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """As the SDK does when the session closed under a notification it had answered 202: the
+    failure and a late 500 are dropped; a failure before the answer is raised as ever."""
+    sent: list[dict[str, Any]] = []
+
+    async def answered_then_failed(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        try:
+            raise anyio.ClosedResourceError
+        except anyio.ClosedResourceError:
+            logging.getLogger("mcp.server.streamable_http").exception("Error handling POST request")
+            await send({"type": "http.response.start", "status": 500, "headers": []})
+            raise
+
+    async def failed(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("before any answer")
+
+    async def record(message: Any) -> None:
+        sent.append(message)
+
+    async def nothing() -> Any:
+        return {"type": "http.disconnect"}
+
+    anyio.run(mounted(answered_then_failed), {"type": "http"}, nothing, record)
+    assert [message.get("status") for message in sent] == [202, None]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    with pytest.raises(RuntimeError, match="before any answer"):
+        anyio.run(mounted(failed), {"type": "http"}, nothing, record)
 
 
 def test_a_client_name_is_one_printable_line() -> None:

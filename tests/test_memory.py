@@ -20,6 +20,7 @@ from sentient.errors import Conflict, NotFound, SentientError
 from sentient.memory import allow_entry, create_entry, edit_entry, flagged_everywhere, list_entries
 from sentient.threats import judge as judge_module
 from sentient.threats import judged_revision, judged_text
+from sentient.vault.store import Vault
 from sentient.workspace import Workspace, open_workspace
 from tests.agent_support import agent_on, configure
 from tests.scripted import Scripted, call, text
@@ -654,6 +655,26 @@ def test_memory_remember_updates_its_own_entry_unless_the_person_edited_it_meanw
     assert answer.startswith("Saved memory tea-2 (memory/tea-2.md), beside memory tea (memory/tea.md), which was "
                              "edited since it was read and which is left as it is")
     assert "green tea, said I" in path.read_text(encoding="utf-8")
+
+
+def test_an_update_keeps_the_entrys_category_and_scope_unless_given(
+        make_vault: Callable[[str], Path]) -> None:
+    from sentient.tools.memory import memory_remember
+
+    vault = make_vault("basic")
+    agent = agent_on(vault)
+    ctx = agent.context(incognito=False, channel="chat", session=agent.new_session())
+    memory_remember.call(ctx, {"title": "Tea", "text": "Likes black tea.", "category": "food", "scope": "ledger"})
+    assert memory_remember.call(ctx, {"title": "Tea", "text": "Likes black tea now."}) \
+        == "Updated memory tea (memory/tea.md)."
+    kept = Vault(vault).get("memory", "tea").meta
+    assert (kept["category"], kept["scope"]) == ("food", "ledger")
+    memory_remember.call(ctx, {"title": "Tea", "text": "Likes black tea now, always.", "category": "drinks"})
+    given = Vault(vault).get("memory", "tea").meta
+    assert (given["category"], given["scope"]) == ("drinks", "ledger")
+    memory_remember.call(ctx, {"title": "Coffee", "text": "Filter coffee at 8."})
+    new = Vault(vault).get("memory", "coffee").meta
+    assert (new["category"], new["scope"]) == ("general", "global")
 
 
 def test_the_agent_cannot_rewrite_forget_or_find_out_about_a_withheld_entry_of_its_own(

@@ -23,7 +23,7 @@ from sentient.agent.tools import ToolRegistry
 from sentient.config import CHARS_PER_TOKEN, is_local
 from sentient.errors import NotFound, SentientError, TooLong
 from sentient.facts import FactKeeper, persons_messages
-from sentient.knowledge import Knowledge, KnowledgeBuilder, parse_pin, require_pins
+from sentient.knowledge import AGENT_TOOLS, Knowledge, KnowledgeBuilder, MemoryTools, parse_pin, require_pins
 from sentient.llm import LLM, ContextTooLong
 from sentient.personas import get_persona, prompt_of
 from sentient.prompts import Prompts
@@ -619,19 +619,22 @@ def _caller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def session_knowledge(
-    workspace: Workspace, key: str, prompts: Prompts | None = None, *, memory: bool = True
+    workspace: Workspace, key: str, prompts: Prompts | None = None, *, memory: bool = True,
+    tools: MemoryTools = AGENT_TOOLS,
 ) -> tuple[Knowledge | None, bool, tuple[str, ...]]:
     """What a stored session's next message would carry, whether the session already carries
     it, and what is left out of it and why (a pin withheld: also when nothing else is told):
     what the agent is told, for a person to see. `memory`: False for one who may not see what
-    is remembered (an MCP client with memory off): the block without the memory index."""
+    is remembered (an MCP client with memory off): the block without the memory index. `tools`:
+    how its reader reads memory (an MCP client's tools are not the agent's)."""
     meta = workspace.vault.get("session", key).meta
     channel = meta.get("channel") if isinstance(meta.get("channel"), str) else "chat"
     allowed = memory and memory_allowed(incognito=False, channel=str(channel), settings=workspace.settings)
     builder = KnowledgeBuilder(workspace, prompts or Prompts(workspace.vault.root))
     scope = meta.get("scope")
     pins = list(meta.get("pins") or [])
-    knowledge = builder.build(pins=pins, scope=scope if isinstance(scope, str) else None, memory_allowed=allowed)
+    knowledge = builder.build(pins=pins, scope=scope if isinstance(scope, str) else None, memory_allowed=allowed,
+                              tools=tools)
     delivered = knowledge is not None and knowledge.signature == meta.get("knowledge_delivered")
     return knowledge, delivered, left_out(builder, knowledge, pins)
 

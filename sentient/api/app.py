@@ -24,7 +24,7 @@ from sentient.agent.turn import Agent
 from sentient.api import chat, docs, git, health, memory, people, personas, sessions, skills, tasks, v1
 from sentient.api.auth import TokenGate, load_or_create_token, require_token
 from sentient.api.guard import RequestGuard
-from sentient.api.mcp import build_server
+from sentient.api.mcp import build_server, mounted
 from sentient.api.mcp_tools import Backend
 from sentient.config import Settings
 from sentient.conflicts import PeriodicSync
@@ -206,7 +206,7 @@ def create_app(
 
     app.include_router(docs.router, dependencies=protected)
     # the MCP endpoint (docs/mcp.md): an ASGI app of the SDK's, behind the same token
-    app.router.routes.append(Route("/mcp", TokenGate(StreamableHTTPASGIApp(mcp), token, error_body),
+    app.router.routes.append(Route("/mcp", TokenGate(mounted(StreamableHTTPASGIApp(mcp)), token, error_body),
                                    include_in_schema=False))
 
     return app

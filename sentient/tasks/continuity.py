@@ -112,6 +112,9 @@ def continuity(workspace: Workspace, task: str, zone: ZoneInfo) -> Continuity:
                 found.notes.append(f"the notepad holds {len(notepad.body.strip()):,} characters: only its first "
                                    f"{NOTEPAD_CHARS:,} are shown (shorten it: a run's note may not be longer)")
             if notepad.meta.get("untrusted") is True:
-                found.outside.append("the notepad, written by a run that read outside content")
+                source = notepad.meta.get("source")
+                client = source.removeprefix("mcp:") if isinstance(source, str) and source.startswith("mcp:") else None
+                by = f"the MCP client {client}" if client else "a run that read outside content"
+                found.outside.append(f"the notepad, written by {by}")
     return found
 

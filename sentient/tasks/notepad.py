@@ -40,12 +40,15 @@ def _body(text: str) -> str:
     return text + "\n" if text else ""
 
 
-def set_notepad(workspace: Workspace, task: str, text: str | None, *, expected_revision: str | None = None) -> Document:
-    """The person's new notepad (None or '' clears it: the file stays, empty). `expected_revision`:
-    the revision they read (Conflict when it changed since)."""
+def set_notepad(workspace: Workspace, task: str, text: str | None, *, expected_revision: str | None = None,
+                source: str = "user", untrusted: bool = False) -> Document:
+    """A new notepad (None or '' clears it: the file stays, empty), by default the person's.
+    `expected_revision`: the revision the writer read (Conflict when it changed since). `source`
+    and `untrusted`: its provenance when another writes it (an MCP client: `mcp:<name>`,
+    untrusted, so the task's next run starts untrusted)."""
     trimmed = checked(text)
     workspace.vault.get("task", task)  # NotFound for a task that is not there
-    meta = {"task": task, "source": "user", "untrusted": False}
+    meta = {"task": task, "source": source, "untrusted": untrusted}
     current = read_notepad(workspace, task)
     if current is None:
         if expected_revision is not None:

@@ -283,7 +283,8 @@ def _where(workspace: Workspace, doc: IndexedDoc | Document) -> str:
 
 
 @tool(risk="write")
-def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "general", scope: str = "global") -> str:
+def memory_remember(ctx: ToolContext, title: str, text: str, category: str | None = None,
+                    scope: str | None = None) -> str:
     """Save one durable fact or note to memory. If an entry you saved says nearly the same
     (the fact changed), it is updated; an entry the person wrote is never changed: the new text
     is saved beside it. The answer says which entry holds the text now.
@@ -291,15 +292,16 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     Args:
         title: one line saying what the entry is about.
         text: the fact or note itself, in full sentences.
-        category: a free word such as family, work, preference.
-        scope: global, or a project name.
+        category: a free word such as family, work, preference (default general; an updated entry keeps its own).
+        scope: global, or a project name (default global; an updated entry keeps its own).
     """
     workspace = ctx.agent.workspace
     if not title.strip() or not text.strip():
         raise ToolRefused("both title and text are needed")
     if len(title.strip().splitlines()) > 1:
         raise ToolRefused("title must be one line; put the rest in text")
-    meta = {"title": title.strip(), "category": category, "scope": scope, "source": ctx.source,
+    given = {name: value for name, value in (("category", category), ("scope", scope)) if value is not None}
+    meta = {"title": title.strip(), "category": "general", "scope": "global", **given, "source": ctx.source,
             "untrusted": ctx.untrusted}
     body = text.strip() + "\n"
     related = _related(workspace, title, text)
@@ -312,7 +314,10 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str = "ge
     if existing is not None:
         # An entry written from outside content stays marked so (its new text may come from it),
         # with the source that read that content.
-        update = {**meta, "untrusted": ctx.untrusted or existing.untrusted}
+        # Its category and scope stay unless given anew.
+        kept = {name: existing.meta[name] for name in ("category", "scope") if name not in given
+                and isinstance(existing.meta.get(name), str)}
+        update = {**meta, **kept, "untrusted": ctx.untrusted or existing.untrusted}
         if existing.untrusted and not ctx.untrusted and isinstance(source := existing.meta.get("source"), str):
             update["source"] = source
         try:  # as it was when found to be its own: an edit since makes it the person's
