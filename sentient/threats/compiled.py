@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sentient.threats.learned import digest as learned_digest
 from sentient.threats.patterns import PATTERNS_FILE, PatternSet
 
 CACHE_FILE = "patterns.cache"
@@ -78,6 +79,7 @@ def cache_key(extra: Sequence[Mapping[str, Any]] | None, extra_file: Path | None
         if name.endswith(".py"):
             digest.update(name.encode() + b"\0" + (_PACKAGE / name).read_bytes() + b"\0")
     digest.update(base.read_bytes() + b"\0")
+    digest.update(learned_digest().encode() + b"\0")  # the learned detector's files, in the fingerprint
     digest.update(json.dumps(extra, sort_keys=True, default=str).encode() + b"\0")
     if extra_file is not None:
         digest.update(str(extra_file).encode() + b"\0" + extra_file.read_bytes())

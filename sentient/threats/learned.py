@@ -1,0 +1,236 @@
+"""The learned stage: a classifier for what the patterns pass, shipped as plain data.
+
+The patterns explain themselves but reach only the phrasings someone wrote down. The detector
+scores every sentence of a text the patterns found nothing in, and the text as a whole, with a
+logistic regression over hashed character n-grams (3 to 5 bytes of the text's UTF-8, lower-cased,
+its whitespace collapsed): n-grams work in any language and survive small changes of wording.
+It is trained by `train/train_detector.py` from the sources listed in train/sources.json
+(docs/security.md names them) and shipped as two files in sentient/data/:
+
+- detector.npy   the weights, one float16 a hash bucket, read with `allow_pickle=False` (loading
+                 runs no code: a file that is anything but a flat float16 array is refused)
+- detector.json  the bias, the threshold chosen on a validation split, the hashing parameters,
+                 the weights' SHA-256 (checked on load) and reference scores from the training
+                 script's export (the tests score them again)
+
+Inference is a gather and a sum in numpy: every n-gram's bucket is a polynomial hash of its bytes
+(the same on every machine and every run; Python's `hash` is salted), the weights of the
+buckets are added up per sentence, and a sentence's score is the bias plus that sum over the
+square root of its n-gram count. A text is flagged when its own score, or its best sentence's,
+reaches the threshold; the finding names that sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentient.errors import ConfigError
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+DETECTOR_FILE = DATA / "detector.json"  # the weights are the .npy file of the same name
+FORMAT = "sentient-detector 1"
+CLASS = "learned"
+PATTERN_ID = "learned-detector"
+SHORTEST = 4  # words a sentence needs to be scored on its own (a shorter one counts in the whole)
+
+LONGEST = 5  # bytes: the longest n-gram a detector may use
+SHORTEST = 16  # bytes a sentence needs to be scored on its own (a shorter one counts in its text's score)
+_TEXT = "\0" * (LONGEST - 1) + "\x02" + "\0" * (LONGEST - 1)  # between texts: no n-gram reaches across
+_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)  # odd 64-bit constants, n = 3, 4, 5
+_CONTROLS = re.compile("[\x00-\x02]")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Texts as the detector reads them: one byte array (the UTF-8 of each text NFKC'd and
+    lower-cased, tabs as spaces), the texts apart by NUL bytes, cut into
+    sentences: a sentence ends after a line break, or after the space that follows `.`, `!` or `?`."""
+
+    data: Any  # numpy uint8, 8 NUL bytes at the end
+    starts: Any  # numpy int64: each sentence's first byte
+    ends: Any  # and the byte after its last
+    texts: Any  # numpy int64: the number of the text each sentence is of
+    count: int  # texts
+
+
+def read(texts: Sequence[str]) -> Reading:
+    """`Reading` of the texts. Only a text with characters outside ASCII is NFKC'd (an ASCII
+    text already is); the batch is lower-cased at once (each text keeps to itself: a NUL is
+    no letter, so the case of one text's letters never depends on the next)."""
+    import numpy as np
+
+    joined = _TEXT.join(text if text.isascii() else unicodedata.normalize("NFKC", text) for text in texts)
+    if "\0" in joined or "\x01" in joined or "\x02" in joined:  # a text's own: a space
+        joined = _TEXT.join(_CONTROLS.sub(" ", text if text.isascii() else unicodedata.normalize("NFKC", text))
+                            for text in texts)  # fmt: skip
+    joined = joined.lower()
+    if "\r" in joined:
+        joined = joined.replace("\r\n", "\n").replace("\r", "\n")
+    if "\t" in joined:
+        joined = joined.replace("\t", " ")
+    data = np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0" * 8, dtype=np.uint8)
+    outside = (data == 0) | (data == 2)
+    cut = data == 10
+    cut[1:] |= (data[1:] == 32) & ((data[:-1] == 46) | (data[:-1] == 33) | (data[:-1] == 63))
+    first = ~outside
+    first[1:] &= outside[:-1] | cut[:-1]
+    last = ~outside
+    last[:-1] &= outside[1:] | cut[:-1]
+    starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
+    marks = np.flatnonzero(data == 2)
+    return Reading(data, starts, ends, np.searchsorted(marks, starts), len(texts))
+
+
+def buckets(reading: Reading, n: int, bits: int) -> Any:
+    """The bucket of the n-gram (n of 1 to 8 bytes) starting at every byte of the reading but
+    the last 7: the n bytes read as a little-endian number (the same on every machine),
+    multiplied by an odd constant for n, its top `bits` bits."""
+    import numpy as np
+
+    data = reading.data
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, offset=0, strides=(1,))
+    value = words & np.uint64((1 << (8 * n)) - 1) if n < 8 else words.copy()
+    value *= np.uint64(_MULTIPLIERS[n - 3])
+    value >>= np.uint64(64 - bits)
+    return value
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A text the detector flags: its score and the sentence that scored highest."""
+
+    score: float
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Detector:
+    """The weights and settings of detector.json and its .npy, loaded and checked."""
+
+    path: str
+    digest: str  # of both files: what the pattern set's fingerprint takes in
+    bias: float
+    threshold: float
+    ngrams: tuple[int, ...]
+    bits: int
+    weights: Any = field(repr=False)  # numpy float32 array of 2**bits
+    references: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def load(cls, path: Path = DETECTOR_FILE) -> Detector:
+        return _load(path)
+
+    def score(self, reading: Reading) -> tuple[Any, Any]:
+        """Each sentence's score (-inf for one shorter than SHORTEST bytes, which counts only
+        in its text's), and each text's: the bias plus the weights of its n-grams' buckets
+        summed, over the square root of how many there are."""
+        import numpy as np
+
+        total = np.zeros(len(reading.data) - 7, dtype=np.float32)
+        for n in self.ngrams:
+            total += self.weights[buckets(reading, n, self.bits)]
+        if not len(reading.starts):
+            return np.zeros(0), np.full(reading.count, self.bias)
+        total[reading.data[:-7] < 3] = 0.0  # n-grams starting between texts (NUL, \x02) count for none
+        sums = np.add.reduceat(total, reading.starts).astype(np.float64)  # a sentence runs to the next one's start
+        lengths = reading.ends - reading.starts
+        counts = (lengths * len(self.ngrams)).astype(np.float64)
+        sentence = self.bias + sums / np.sqrt(np.maximum(counts, 1.0))
+        sentence[lengths < SHORTEST] = -np.inf
+        text_sums = np.bincount(reading.texts, weights=sums, minlength=reading.count)
+        text_counts = np.bincount(reading.texts, weights=counts, minlength=reading.count)
+        return sentence, self.bias + text_sums / np.sqrt(np.maximum(text_counts, 1.0))
+
+    def judge(self, texts: Sequence[str]) -> list[Hit | None]:
+        """For each text, a Hit when its own score or its best sentence's reaches the threshold,
+        with the best sentence (the text's first when none is scored alone)."""
+        import numpy as np
+
+        reading = read(texts)
+        sentence, whole = self.score(reading)
+        best = np.full(reading.count, -np.inf)
+        np.maximum.at(best, reading.texts, sentence)
+        judged: list[Hit | None] = [None] * reading.count
+        for number in np.flatnonzero(np.maximum(best, whole) >= self.threshold):
+            low, high = np.searchsorted(reading.texts, [number, number + 1])  # its sentences
+            if low == high:
+                continue
+            top = low + int(np.argmax(sentence[low:high]))
+            shown = bytes(reading.data[reading.starts[top] : reading.ends[top]]).decode("utf-8", "replace")
+            judged[number] = Hit(round(float(max(best[number], whole[number])), 4), shown.strip())
+        return judged
+
+    def describe(self, hit: Hit) -> str:
+        return f"the learned detector scored it {hit.score:.2f} (flags from {self.threshold:.2f})"
+
+
+_FIX = "reinstall Sentient, or run train/train_detector.py to make the pair again"
+
+
+def digest(path: Path = DETECTOR_FILE) -> str:
+    """What identifies a detector: a digest of its two files (what the fingerprint takes in)."""
+    return _digest(*_read(path))
+
+
+def _digest(settings_bytes: bytes, weights_bytes: bytes) -> str:
+    return hashlib.sha256(settings_bytes + b"\0" + weights_bytes).hexdigest()[:16]
+
+
+def _read(path: Path) -> tuple[bytes, bytes]:
+    try:
+        return path.read_bytes(), path.with_suffix(".npy").read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: the learned detector cannot be read ({error}); {_FIX}") from error
+
+
+def _load(settings_file: Path) -> Detector:
+    import numpy as np
+
+    weights_file = settings_file.with_suffix(".npy")
+    fix = _FIX
+    settings_bytes, weights_bytes = _read(settings_file)
+    try:
+        settings = json.loads(settings_bytes)
+    except ValueError as error:
+        raise ConfigError(f"{settings_file}: the learned detector is not JSON ({error}); {fix}") from error
+    if not isinstance(settings, dict) or settings.get("format") != FORMAT:
+        raise ConfigError(f"{settings_file}: not a detector of format {FORMAT!r}; {fix}")
+    if hashlib.sha256(weights_bytes).hexdigest() != settings.get("weights_sha256"):
+        raise ConfigError(f"{weights_file}: its SHA-256 is not the one {settings_file.name} records; {fix}")
+    try:
+        import io
+
+        weights = np.load(io.BytesIO(weights_bytes), allow_pickle=False)
+        bits = int(settings["bits"])
+        ngrams = tuple(int(n) for n in settings["ngrams"])
+        bias = float(settings["bias"])
+        threshold = float(settings["threshold"])
+        references = tuple((str(text), float(score)) for text, score in settings.get("references", []))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{settings_file}: the learned detector does not load ({error}); {fix}") from error
+    if (
+        weights.dtype != np.float16
+        or weights.shape != (1 << bits,)
+        or not 8 <= bits <= 24
+        or not ngrams
+        or not all(3 <= n <= LONGEST for n in ngrams)
+    ):
+        raise ConfigError(f"{weights_file}: expected {1 << bits} float16 weights and n-grams of 3 to {LONGEST} "
+                          f"bytes, found {weights.dtype} {weights.shape} and {ngrams}; {fix}")  # fmt: skip
+    return Detector(
+        str(settings_file),
+        _digest(settings_bytes, weights_bytes),
+        bias,
+        threshold,
+        ngrams,
+        bits,
+        weights.astype(np.float32),
+        references,
+    )
