@@ -195,6 +195,11 @@ def _visible(char: str) -> str:
     return f"<U+{ord(char):04X}>" if unicodedata.category(char) in ("Cf", "Cc") or ord(char) in UNHIDE else char
 
 
+def one_line_excerpt(text: str) -> str:
+    """The text on one line, invisible characters spelled out, cut to EXCERPT_CHARS."""
+    return _excerpt(text)
+
+
 def _excerpt(text: str) -> str:
     """The matched text on one line, invisible characters spelled out, cut to EXCERPT_CHARS."""
     text = " ".join(text.split())
