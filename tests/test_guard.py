@@ -89,6 +89,7 @@ def test_a_guard_that_is_down_stores_the_write_marked_unchecked(
     assert ("could not be asked" if down == "error" else "not a verdict") in str(guard["reason"])
     entry = get_entry(agent_on(vault).workspace, path.stem)
     assert not entry.flagged and entry.body.strip() == NOTE
+    assert entry.as_dict()["guard"]["note"] == UNCHECKED  # what the API shows of it
 
 
 def test_a_verdict_on_an_earlier_text_is_stale(make_vault: Callable[[str], Path], scripted: Scripted) -> None:

@@ -952,6 +952,167 @@ def trigger_texts(count: int, seed: int) -> Iterator[str]:
         yield fill(rng, pick(rng, templates), slots)
 
 
+STRUCTURE: tuple[dict[str, list[str]], list[str]] = (
+    {
+        "time": ["09:00:00", "09:00:03", "14:12:45", "18:30:02", "07:45:10", "23:59:59"],
+        "log": [
+            'tool memory_recall {"query": "ledger"}',
+            "tool task_notepad",
+            "final answer recorded",
+            "Remembering 2 earlier runs and its notepad",
+            'tool web_fetch {"url": "https://example.org/news"}',
+            "run started by schedule",
+            "3 new items since the last run",
+            "no changes found",
+            'tool history_time_search {"from": "2026-10-01"}',
+            "retrying after a timeout",
+        ],
+        "heading": [
+            "## Log",
+            "## Final answer",
+            "## Summary",
+            "## Notes",
+            "### Action items",
+            "# Weekly digest",
+            "## Next steps",
+            "## Decisions",
+            "### Open questions",
+            "# Trip plan",
+            "## Packing list",
+            "## Answer",
+            "## Instructions for the plumber",
+            "## System requirements",
+            "## Overview",
+        ],
+        "fact": [
+            "41% of new accounts stop at the GST step of onboarding.",
+            "The v2 launch plan is drafted.",
+            "Beta in December, everyone on 15 January.",
+            "Rent goes up by 5% from April.",
+            "The printer needs a new drum.",
+            "Flights to Lisbon are cheapest on Tuesdays.",
+            "Maya starts at the new school on Monday.",
+            "Server disk is 81% full.",
+            "Use the side entrance after 8 pm.",
+            "The backup ran at 02:00 and took 14 minutes.",
+        ],
+        "cmd": [
+            "git pull --rebase",
+            "docker compose up -d",
+            "pip install -r requirements.txt",
+            "ls -la ~/notes",
+            "systemctl restart nginx",
+            "python manage.py migrate",
+            "sudo apt upgrade",
+            "make test",
+        ],
+        "chore": [
+            "water the plants",
+            "send the invoice",
+            "call the landlord",
+            "book the train",
+            "renew the domain",
+            "update the spreadsheet",
+            "reply to Ravi",
+        ],
+    },
+    [
+        "## Log\n\n- {time} {log}\n- {time} {log}\n- {time} {log}\n\n## Final answer\n\n- {fact}\n- {fact}",
+        "{heading}\n\n- {fact}\n- {fact}\n\n{heading}\n\n- {chore}",
+        "{heading}\n{fact} {fact}",
+        "```bash\n{cmd}\n{cmd}\n```\n{fact}",
+        "{heading}\n\n1. {chore}\n2. {chore}\n3. {chore}",
+        "- {time} {log}\n- {time} {log}",
+        "{heading}\n\n{fact}\n\n```\n{cmd}\n```",
+    ],
+)
+
+
+SHORT: tuple[dict[str, list[str]], list[str]] = (
+    {
+        "det": ["a", "the", "my", "our", "some", "one more", "another"],
+        "noun": [
+            "note",
+            "list",
+            "plan",
+            "idea",
+            "reminder",
+            "question",
+            "thought",
+            "draft",
+            "test",
+            "summary",
+            "update",
+            "message",
+            "answer",
+            "story",
+            "log",
+            "checklist",
+            "recipe",
+            "entry",
+        ],
+        "prep": ["about", "for", "on", "from", "with", "regarding"],
+        "thing": [
+            "tea",
+            "the garden",
+            "Sunday",
+            "the trip",
+            "work",
+            "the kids",
+            "money",
+            "the car",
+            "books",
+            "the new job",
+            "dinner",
+            "the budget",
+            "Maya",
+            "the flat",
+            "music",
+            "the system",
+            "printing",
+            "instructions for the oven",
+            "the admin office",
+            "passwords day at school",
+        ],
+        "word": ["hello", "thanks", "ok", "done", "later", "soon", "maybe", "yes", "no", "sure", "noted"],
+    },
+    [
+        "{det} {noun} {prep} {thing}",
+        "{noun} {prep} {thing}",
+        "{word}, {det} {noun} {prep} {thing}",
+        "{thing}: {noun}",
+        "{det} {noun}",
+        "{word} {word}",
+        "{noun}s {prep} {thing} and {thing}",
+    ],
+)
+
+
+def short_texts(count: int, seed: int) -> Iterator[str]:
+    """Short benign phrases: titles, greetings, a few words about something."""
+    slots, templates = SHORT
+    rng = random.Random(seed)
+    for number in range(count):
+        text = fill(rng, templates[number % len(templates)], slots)
+        yield text[0].upper() + text[1:] if rng.random() < 0.5 else text
+
+
+def structured(count: int, seed: int) -> Iterator[str]:
+    """Benign texts with the shape of vault files: headings, lists, logs, code."""
+    slots, templates = STRUCTURE
+    rng = random.Random(seed)
+    for number in range(count):
+        yield fill(rng, templates[number % len(templates)], slots)
+
+
+def pages(count: int, seed: int) -> Iterator[str]:
+    """The pages attacks are put in (WRAPPERS), holding a benign note instead."""
+    rng = random.Random(seed)
+    notes = list(memory_notes("en", count, seed))
+    for note in notes:
+        yield pick(rng, WRAPPERS).replace("{attack}", note)
+
+
 def fixtures() -> Iterator[Row]:
     """The project's own threat corpus (the held-out files are left alone)."""
     for item in yaml.safe_load((FIXTURES / "hostile.yaml").read_text(encoding="utf-8")):
@@ -970,6 +1131,9 @@ GENERATED: list[tuple[str, int, Callable[[], Iterator[str]]]] = [
         for lang, n in [("en", 14000), ("es", 2000), ("fr", 2000), ("de", 2000), ("pt", 800), ("it", 800), ("nl", 600)]
     ],
     ("trigger", 0, lambda: trigger_texts(6000, 17)),
+    ("structured", 0, lambda: structured(6000, 19)),
+    ("page", 0, lambda: pages(3000, 23)),
+    ("short", 0, lambda: short_texts(6000, 29)),
 ]
 
 

@@ -38,10 +38,10 @@ DETECTOR_FILE = DATA / "detector.json"  # the weights are the .npy file of the s
 FORMAT = "sentient-detector 1"
 CLASS = "learned"
 PATTERN_ID = "learned-detector"
-SHORTEST = 4  # words a sentence needs to be scored on its own (a shorter one counts in the whole)
 
 LONGEST = 5  # bytes: the longest n-gram a detector may use
-SHORTEST = 16  # bytes a sentence needs to be scored on its own (a shorter one counts in its text's score)
+LONGEST_READ = 1_800  # n-grams: a longer sentence or text is scored as its mean weight times sqrt of this
+SHORTEST = 24  # bytes a sentence needs to be scored on its own (a shorter one counts in its text's), and a text at all
 _TEXT = "\0" * (LONGEST - 1) + "\x02" + "\0" * (LONGEST - 1)  # between texts: no n-gram reaches across
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)  # odd 64-bit constants, n = 3, 4, 5
 _CONTROLS = re.compile("[\x00-\x02]")
@@ -111,6 +111,17 @@ def buckets(reading: Reading, n: int, bits: int) -> Any:
     return value.view(np.int64)
 
 
+def scale(counts: Any) -> Any:
+    """What a sum of weights is multiplied by: 1/sqrt(count), the training texts' norm, up to
+    LONGEST_READ n-grams; beyond, sqrt(LONGEST_READ)/count, so that a long text is judged by its
+    mean weight as if it were of the length the model was trained on, and its score does not grow
+    with its length (a page of the same harmless line repeated)."""
+    import numpy as np
+
+    counts = np.maximum(counts, 1.0)
+    return np.sqrt(np.minimum(counts, LONGEST_READ)) / counts
+
+
 @dataclass(frozen=True)
 class Hit:
     """A text the detector flags: its score and the sentence that scored highest."""
@@ -138,8 +149,9 @@ class Detector:
 
     def score(self, reading: Reading) -> tuple[Any, Any]:
         """Each sentence's score (-inf for one shorter than SHORTEST bytes, which counts only
-        in its text's), and each text's: the bias plus the weights of its n-grams' buckets
-        summed, over the square root of how many there are."""
+        in its text's), and each text's (-inf for one shorter than SHORTEST bytes: too few
+        n-grams to judge): the bias plus the weights of its n-grams' buckets summed, over the
+        square root of how many there are."""
         import numpy as np
 
         if not len(reading.starts):
@@ -152,11 +164,13 @@ class Detector:
         sums = np.add.reduceat(total, bounds)[::2].astype(np.float64)
         lengths = reading.ends - reading.starts
         counts = (lengths * len(self.ngrams)).astype(np.float64)
-        sentence = self.bias + sums / np.sqrt(np.maximum(counts, 1.0))
+        sentence = self.bias + sums * scale(counts)
         sentence[lengths < SHORTEST] = -np.inf
         text_sums = np.bincount(reading.texts, weights=sums, minlength=reading.count)
         text_counts = np.bincount(reading.texts, weights=counts, minlength=reading.count)
-        return sentence, self.bias + text_sums / np.sqrt(np.maximum(text_counts, 1.0))
+        whole = self.bias + text_sums * scale(text_counts)
+        whole[text_counts < SHORTEST * len(self.ngrams)] = -np.inf  # too short to judge
+        return sentence, whole
 
     def judge(self, texts: Sequence[str]) -> list[Hit | None]:
         """For each text, a Hit when its own score or its best sentence's reaches the threshold,
