@@ -65,19 +65,11 @@ def read(texts: Sequence[str]) -> Reading:
     text already is)."""
     import numpy as np
 
-    joined = _TEXT.join([text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower()
-                         for text in texts])  # fmt: skip
-    separators = len(texts) - 1 if texts else 0
-    if (
-        joined.count("\x02") != separators or joined.count("\0") != 2 * (LONGEST - 1) * separators or "\x01" in joined
-    ):  # a text's own NUL, \x01 or \x02: a space
-        joined = _TEXT.join([_CONTROLS.sub(" ", text.lower() if text.isascii() else
-                                           unicodedata.normalize("NFKC", text).lower()) for text in texts])  # fmt: skip
-    if "\r" in joined:
-        joined = joined.replace("\r\n", "\n").replace("\r", "\n")
-    if "\t" in joined:
-        joined = joined.replace("\t", " ")
-    data = np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0" * 8, dtype=np.uint8)
+    lowered = [text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower() for text in texts]
+    data = _encoded(lowered)
+    separators = max(len(texts) - 1, 0)
+    if np.count_nonzero(data == 2) != separators or np.count_nonzero(data < 2) != 2 * (LONGEST - 1) * separators + 8:
+        data = _encoded([_CONTROLS.sub(" ", text) for text in lowered])  # a text's own NUL, \x01 or \x02: a space
     outside = (data == 0) | (data == 2)
     cut = data == 10
     cut[1:] |= (data[1:] == 32) & ((data[:-1] == 46) | (data[:-1] == 33) | (data[:-1] == 63))
@@ -88,6 +80,19 @@ def read(texts: Sequence[str]) -> Reading:
     starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
     marks = np.flatnonzero(data == 2)
     return Reading(data, starts, ends, np.searchsorted(marks, starts), len(texts))
+
+
+def _encoded(lowered: Sequence[str]) -> Any:
+    """The texts joined by _TEXT, line breaks as \\n and tabs as spaces, as UTF-8 bytes in a
+    numpy array with 8 NUL bytes at the end (so that every n-gram can be read as a number)."""
+    import numpy as np
+
+    joined = _TEXT.join(lowered)
+    if "\r" in joined:
+        joined = joined.replace("\r\n", "\n").replace("\r", "\n")
+    if "\t" in joined:
+        joined = joined.replace("\t", " ")
+    return np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0" * 8, dtype=np.uint8)
 
 
 def buckets(reading: Reading, n: int, bits: int) -> Any:
