@@ -155,3 +155,12 @@ def test_on_the_held_out_split_the_two_stages_keep_their_bars() -> None:
     assert flagged_share(groups["attack-en"]) >= 0.9
     for language in ("es", "fr", "de"):
         assert flagged_share(groups[f"attack-{language}"]) >= 0.6, language
+
+
+def test_no_file_of_the_project_s_fixture_vaults_is_flagged_by_the_detector() -> None:
+    files = sorted((Path(__file__).parent / "fixtures" / "vaults").rglob("*.md"))
+    texts = [path.read_text(encoding="utf-8", errors="replace") for path in files]
+    assert len(texts) >= 40
+    flagged = [str(path) for path, found in zip(files, scan_many(texts, shipped(), helpers=False), strict=True)
+               if any(f.class_ == CLASS for f in found)]  # fmt: skip
+    assert flagged == []
