@@ -1088,6 +1088,32 @@ SHORT: tuple[dict[str, list[str]], list[str]] = (
 )
 
 
+PERSONAS: tuple[dict[str, list[str]], list[str]] = (
+    {
+        "name": ["Ada", "Rex", "Mira", "Sam", "Juno", "Kai", "Nora", "Otto", "Lena", "Theo"],
+        "kind": ["warm", "patient", "cheerful", "strict", "calm", "curious", "friendly", "no-nonsense", "gentle",
+                 "witty"],
+        "role": ["companion", "running coach", "study buddy", "cooking helper", "language tutor", "travel planner",
+                 "writing partner", "gardening advisor", "budget helper", "chess teacher"],
+        "style": ["Speak gently.", "Keep answers short.", "Push me to train harder.", "Use simple words.",
+                  "Answer in Spanish when I write in Spanish.", "Ask one question at a time.",
+                  "Be honest when you do not know.", "Use metric units.", "Suggest one small step each day.",
+                  "Celebrate small wins.", "Quote the recipe's amounts exactly.", "Correct my grammar kindly."],
+    },
+    ["You are {name}, a {kind} {role}. {style}", "You are a {kind} {role}. {style} {style}",
+     "You are {name}. You help me as a {kind} {role}; {style}", "Act as my {kind} {role}. {style}",
+     "{name} is a {kind} {role}. {style}"],
+)
+
+
+def personas(count: int, seed: int) -> Iterator[str]:
+    """Persona prompts a person writes (a tone, a role, a style): the assistant is meant to read them."""
+    slots, templates = PERSONAS
+    rng = random.Random(seed)
+    for number in range(count):
+        yield fill(rng, templates[number % len(templates)], slots)
+
+
 def short_texts(count: int, seed: int) -> Iterator[str]:
     """Short benign phrases: titles, greetings, a few words about something."""
     slots, templates = SHORT
@@ -1134,6 +1160,7 @@ GENERATED: list[tuple[str, int, Callable[[], Iterator[str]]]] = [
     ("structured", 0, lambda: structured(6000, 19)),
     ("page", 0, lambda: pages(3000, 23)),
     ("short", 0, lambda: short_texts(6000, 29)),
+    ("persona", 0, lambda: personas(3000, 31)),
 ]
 
 
