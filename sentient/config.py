@@ -55,6 +55,7 @@ class Models(Section):
     chat: ModelRole = ModelRole()
     helper: ModelRole = ModelRole()
     extraction: ModelRole = ModelRole()
+    guard: ModelRole = ModelRole()  # off unless it names a model: judges what the agent stores (docs/security.md)
 
 
 class Features(Section):

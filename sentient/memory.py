@@ -61,6 +61,7 @@ class EntryView:
     edited_outside: bool  # the text changed since the app last wrote it
     body: str = ""
     matches: tuple[Match, ...] = ()
+    guard: Mapping[str, Any] | None = None  # the guard model's verdict (threats/guard.py), when it was asked
 
     @property
     def withheld(self) -> bool:
@@ -92,6 +93,7 @@ class EntryView:
             "allow_revision": self.allow_revision,
             "withheld": self.withheld,
             "edited_outside": self.edited_outside,
+            "guard": dict(self.guard) if self.guard is not None else None,
         }
         if body:
             data["body"] = self.body
@@ -123,6 +125,7 @@ def view(workspace: Workspace, item: IndexedDoc | Document) -> EntryView:
         edited_outside=item.stored_revision != item.revision,
         body=item.body,
         matches=tuple(Match(f.pattern_id, f.excerpt) for f in judgment.findings),
+        guard=guard if isinstance(guard := item.meta.get("guard"), Mapping) else None,
     )
 
 

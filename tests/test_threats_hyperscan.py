@@ -30,8 +30,10 @@ pytest.importorskip("hyperscan")
 
 @functools.cache
 def shipped(use_hyperscan: bool = True) -> PatternSet:
-    """The shipped set, loaded once (hypothesis runs a test hundreds of times; loading costs ~80 ms)."""
-    return PatternSet.load(use_hyperscan=use_hyperscan)
+    """The shipped patterns, loaded once (hypothesis runs a test hundreds of times; loading costs ~80 ms),
+    without the learned stage: this file checks how the patterns are scanned (tests/test_learned.py
+    checks the second stage)."""
+    return PatternSet.load(use_hyperscan=use_hyperscan, learned=None)
 
 
 @pytest.fixture(scope="module")

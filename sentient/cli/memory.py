@@ -92,6 +92,8 @@ def cmd_memory_show(args: argparse.Namespace, workspace: Workspace) -> int:
     print(entry.title)
     print(f"{entry.path} · {entry.category or '-'} · {entry.scope or '-'} · source {entry.source or '-'}")
     print(f"revision {entry.revision}" + ("  (edited outside the app)" if entry.edited_outside else ""))
+    if entry.guard is not None and str(entry.guard.get("checked")).lower() != "true":
+        print(f"{entry.guard.get('note')}: {entry.guard.get('reason')}")
     if entry.flagged:
         print(f"allow revision {entry.allow_revision} (of its title, text, category and source; for --revision)")
     if entry.flagged:

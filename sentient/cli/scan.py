@@ -53,7 +53,8 @@ def cmd_scan(args: argparse.Namespace, workspace: Workspace) -> int:
         if args.json:
             print(json.dumps({"input": name, "flagged": bool(findings),
                               "findings": [{"pattern": f.pattern_id, "class": f.class_, "description": f.description,
-                                            "excerpt": f.excerpt} for f in findings]}, ensure_ascii=False))
+                                            "excerpt": f.excerpt, **({} if f.score is None else {"score": f.score})}
+                                           for f in findings]}, ensure_ascii=False))  # fmt: skip
             continue
         if not findings:
             print(f"{name}: clean")

@@ -14,10 +14,13 @@ and again when it is read. This package is the judging, and nothing else:
 - supersets.py    each regex rewritten for Hyperscan to match at least where it matches
 - prefilter.py    Hyperscan's databases: where matches of which expressions may start
 - scan.py         `scan(text, patterns)`: the findings. Pure: no I/O, no state
+- learned.py      the second stage: a classifier shipped as plain data that judges what the
+                  patterns pass (class `learned`)
 - batch.py        `scan_many(texts, patterns)`: the same for many texts at once, joined
 - parallel.py     helper processes that scan parts of a big batch beside this one
 - judge.py        `ThreatJudge`: judgments cached by (content revision, pattern-set
                   fingerprint), so judging an unchanged entry on every read is a lookup
+- guard.py        the optional guard model's verdict on what the agent stores (class `guard`)
 
 Patterns catch the blunt cases only; docs/security.md says what they miss.
 """

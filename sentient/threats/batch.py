@@ -31,7 +31,8 @@ from sentient.threats import parallel
 from sentient.threats.normalisation import SEPARATOR, characters, utf8, views_of
 from sentient.threats.patterns import PatternSet
 from sentient.threats.prefilter import Prefilter, Subject
-from sentient.threats.scan import Finding, Plan, findings, python_only, scan
+from sentient.threats.scan import Finding, Plan, findings, learned, python_only
+from sentient.threats.scan import scan_patterns as scan
 from sentient.threats.views import Normalised
 
 LONE_TEXT = 1_000_000  # characters; a longer text gains nothing from joining
@@ -51,7 +52,17 @@ def scan_many(texts: Sequence[str], patterns: PatternSet, *, helpers: bool = Tru
 
 
 def _scan_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
-    """`scan_many` in this process."""
+    """`scan_many` in this process: the patterns first, then the learned detector on all the
+    texts they found nothing in, together."""
+    found = _patterns_here(texts, patterns)
+    passed = [number for number, judged in enumerate(found) if not judged]
+    for number, judged in zip(passed, learned([texts[n] for n in passed], patterns), strict=True):
+        found[number] = judged
+    return found
+
+
+def _patterns_here(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
+    """The patterns' findings in each text."""
     prefilter = patterns.prefilter
     if prefilter is None:
         return [scan(text, patterns) for text in texts]

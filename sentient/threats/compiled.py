@@ -28,14 +28,16 @@ import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from sentient.threats.expressions import Needle, Searcher
+from sentient.threats.learned import digest as learned_digest
 from sentient.threats.patterns import PATTERNS_FILE, Pattern, PatternSet
 
 CACHE_FILE = "patterns.cache"
-FORMAT = b"sentient-patterns 2 json\n"  # then the key's hex digest and a newline, then the JSON
+FORMAT = b"sentient-patterns 3 json\n"  # then the key's hex digest and a newline, then the JSON
 _PACKAGE = Path(__file__).resolve().parent
 _sre: Any = __import__("_sre")
 _parser: Any = __import__("re._parser", fromlist=["_parser"])
@@ -70,6 +72,7 @@ def cache_key(extra: Sequence[Mapping[str, Any]] | None, extra_file: Path | None
         if name.endswith(".py"):
             digest.update(name.encode() + b"\0" + (_PACKAGE / name).read_bytes() + b"\0")
     digest.update(base.read_bytes() + b"\0")
+    digest.update(learned_digest().encode() + b"\0")  # the learned detector's files, in the fingerprint
     digest.update(json.dumps(extra, sort_keys=True, default=str).encode() + b"\0")
     if extra_file is not None:
         digest.update(str(extra_file).encode() + b"\0" + extra_file.read_bytes())
@@ -101,16 +104,19 @@ def _write(path: Path, key: str, patterns: PatternSet) -> None:
 
 
 def set_data(patterns: PatternSet) -> dict[str, Any]:
-    return {"version": patterns.version, "fingerprint": patterns.fingerprint, "extra_count": patterns.extra_count,
-            "use_hyperscan": patterns.use_hyperscan, "patterns": [_pattern_data(p) for p in patterns.patterns]}
+    """The set as JSON: its plain fields as they are (every one, so a field added to PatternSet
+    comes along), its patterns field by field."""
+    found: dict[str, Any] = {field.name: getattr(patterns, field.name) for field in fields(PatternSet)
+                             if field.name != "patterns"}
+    found["patterns"] = [_pattern_data(p) for p in patterns.patterns]
+    return found
 
 
 def set_from(data: Mapping[str, Any]) -> PatternSet:
     """The set `set_data` wrote; a KeyError, TypeError or ValueError (from the regex engine's check
     of a compiled form) for anything else."""
-    found = PatternSet(int(data["version"]), tuple(_pattern_from(p) for p in data["patterns"]),
-                       str(data["fingerprint"]), int(data["extra_count"]), bool(data["use_hyperscan"]))
-    return found
+    plain = {field.name: data[field.name] for field in fields(PatternSet) if field.name != "patterns"}
+    return PatternSet(patterns=tuple(_pattern_from(p) for p in data["patterns"]), **plain)
 
 
 def _pattern_data(pattern: Pattern) -> dict[str, Any]:

@@ -25,6 +25,11 @@ CACHE_ENTRIES = 100_000
 RELOAD_SECONDS = 1.0  # how often a judge with a `source` asks it for a new pattern set
 
 
+# The guard model's verdict in an entry's frontmatter (guard.py), and what its finding is called.
+GUARD_FIELD = "guard"
+GUARD_PATTERN = "guard-model"
+GUARD_CLASS = "guard"
+
 # Frontmatter fields the model is shown beside a document's title and body (the knowledge
 # index shows an entry's category; recall shows its category and source), so judged with them.
 SHOWN_FIELDS = ("category", "source")
@@ -136,6 +141,25 @@ def _judgment(findings: tuple[Finding, ...], patterns: PatternSet, revision: str
     )
 
 
+def with_guard(judgment: Judgment, subject: Shown) -> Judgment:
+    """The judgment with the guard model's finding, when the document's `guard:` mapping
+    (guard.py) flagged exactly the revision judged; a verdict on an earlier text is stale."""
+    guard = subject.meta.get(GUARD_FIELD)
+    # a nested mapping's values are read back from the frontmatter as text: true is "true"
+    if not isinstance(guard, Mapping) or str(guard.get("flagged")).lower() != "true" \
+            or str(guard.get("checked")).lower() != "true":
+        return judgment
+    if guard.get("revision") != judgment.revision or GUARD_PATTERN in judgment.patterns:
+        return judgment
+    from sentient.threats.scan import Finding, one_line_excerpt  # only now: a guard finding is rare
+
+    reason = guard.get("reason")
+    finding = Finding(GUARD_PATTERN, GUARD_CLASS, f"the guard model ({guard.get('model')}) judged it an injection",
+                      one_line_excerpt(reason if isinstance(reason, str) and reason else "judged an injection"))
+    return replace(judgment, flagged=True, patterns=(*judgment.patterns, GUARD_PATTERN),
+                   findings=(*judgment.findings, finding))  # fmt: skip
+
+
 def is_withheld(document: Document, judgment: Judgment) -> bool:
     """True when the document must be kept out of what the model is told."""
     return judgment.withheld(allowed_revision(document))
@@ -188,10 +212,10 @@ class ThreatJudge:
             self.patterns = fresh
 
     def judge(self, subject: Shown | str, revision: str | None = None) -> Judgment:
-        """The judgment of a document (its judged_text, and its id: see `_with_id`) or of a
-        text at `revision`."""
+        """The judgment of a document (its judged_text, its id: see `_with_id`, and the guard
+        model's verdict on it: see `with_guard`) or of a text at `revision`."""
         judgment = self._judge(subject, revision)
-        return judgment if isinstance(subject, str) else self._with_id(judgment, subject)
+        return judgment if isinstance(subject, str) else with_guard(self._with_id(judgment, subject), subject)
 
     def _with_id(self, judgment: Judgment, subject: Shown, named: Mapping[str, Judgment] | None = None) -> Judgment:
         """The judgment with what the document's id says, read as words: the model is shown ids
@@ -294,7 +318,7 @@ class ThreatJudge:
         if keep:
             for key, judgment in named.items():
                 self._name_judged(key, judgment, patterns)
-        return [judgment if isinstance(subject, str) else self._with_id(judgment, subject, named)
+        return [judgment if isinstance(subject, str) else with_guard(self._with_id(judgment, subject, named), subject)
                 for judgment, subject in zip(found, subjects, strict=True) if judgment is not None]
 
     def threats(self, documents: Sequence[Document]) -> list[dict[str, Any] | None]:

@@ -18,10 +18,13 @@ import yaml
 
 from sentient.errors import ConfigError
 from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, is_word_keyword
+from sentient.threats.learned import DETECTOR_FILE
+from sentient.threats.learned import digest as learned_digest
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
 
 if TYPE_CHECKING:
     from sentient.threats.gates import Gates
+    from sentient.threats.learned import Detector
     from sentient.threats.prefilter import Prefilter
 
 PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
@@ -104,6 +107,7 @@ class PatternSet:
     fingerprint: str
     extra_count: int = 0
     use_hyperscan: bool = True
+    learned: str = ""  # the learned detector's detector.json (learned.py), "" for the patterns alone
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for scan helpers, parallel.py) without what is made on first use (Hyperscan's
@@ -135,6 +139,13 @@ class PatternSet:
         return load_prefilter(self.patterns) if self.use_hyperscan else None
 
     @cached_property
+    def detector(self) -> Detector | None:
+        """The learned second stage (loaded on first use), or None when the set has none."""
+        from sentient.threats.learned import Detector  # numpy, on first use
+
+        return Detector.load(Path(self.learned)) if self.learned else None
+
+    @cached_property
     def vocabulary(self) -> frozenset[bytes]:
         """Every word the set looks up in a text: its word keywords and its needles' lead words."""
         words = {k.encode() for p in self.patterns for group in p.keywords for k in group if is_word_keyword(k)}
@@ -160,13 +171,16 @@ class PatternSet:
         *,
         base: Path = PATTERNS_FILE,
         use_hyperscan: bool = True,
+        learned: Path | None = DETECTOR_FILE,
     ) -> PatternSet:
         """The shipped set plus a vault's own patterns.
 
         `extra` is sentient.yaml's `threats: patterns:` list; `extra_file` a YAML file with a
         list of patterns (or `patterns:` holding one). Raises ConfigError naming the pattern
         and the field that is wrong. `use_hyperscan=False` scans in pure Python even when
-        Hyperscan is installed.
+        Hyperscan is installed. `learned` is the learned detector that judges what the patterns
+        pass (None: the patterns alone); its files' digest is part of the fingerprint, so a new
+        model judges everything again.
         """
         data = _read_yaml(base)
         if not isinstance(data, dict) or not isinstance(data.get("patterns"), list):
@@ -206,6 +220,7 @@ class PatternSet:
                 # verdict made before (the index's, say) is not taken for one made now.
                 "judged": 2,
                 "version": version,
+                "learned": learned_digest(learned) if learned is not None else None,
                 "patterns": [
                     [p.id, p.class_, p.description, p.view, p.case_sensitive, [r.pattern for r in p.regexes],
                      p.keywords, p.not_after]
@@ -215,7 +230,8 @@ class PatternSet:
             sort_keys=True,
         )
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-        loaded = cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count, use_hyperscan)
+        loaded = cls(version, tuple(patterns), f"{version}:{digest}", len(patterns) - base_count, use_hyperscan,
+                     str(learned) if learned is not None else "")
         for number in range(base_count, len(patterns)):  # the shipped set's are checked by its tests
             loaded._check_keywords(number)
         return loaded

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sentient.threats.expressions import Searcher
+from sentient.threats.learned import CLASS, PATTERN_ID
 from sentient.threats.normalisation import UNHIDE
 from sentient.threats.patterns import Pattern, PatternSet
 from sentient.threats.views import Normalised, is_word_char
@@ -31,12 +32,30 @@ class Finding:
     class_: str
     description: str
     excerpt: str  # the matched text, normalised, at most EXCERPT_CHARS long
+    score: float | None = None  # the learned detector's, for its finding
 
 
 def scan(text: str, patterns: PatternSet) -> list[Finding]:
-    """Every pattern of the set that matches the text (one finding each, in set order)."""
+    """Every pattern of the set that matches the text (one finding each, in set order), or when
+    none does, the learned detector's finding if it flags the text (learned.py)."""
+    return scan_patterns(text, patterns) or learned([text], patterns)[0]
+
+
+def scan_patterns(text: str, patterns: PatternSet) -> list[Finding]:
+    """The first stage alone: every pattern of the set that matches the text."""
     views = patterns.normalise(text)
     return findings(views, patterns, plan(views, patterns))
+
+
+def learned(texts: Sequence[str], patterns: PatternSet) -> list[list[Finding]]:
+    """The second stage: for each text, the learned detector's finding (its score, and the
+    sentence that scored highest as the excerpt), or none. Nothing without a detector."""
+    detector = patterns.detector
+    if detector is None or not texts:
+        return [[] for _ in texts]
+    return [[] if hit is None else
+            [Finding(PATTERN_ID, CLASS, detector.describe(hit), _excerpt(hit.sentence), hit.score)]
+            for hit in detector.judge(texts)]  # fmt: skip
 
 
 def plan(views: Normalised, patterns: PatternSet) -> Plan:
@@ -174,6 +193,11 @@ def _allowed(pattern: Pattern, searcher: Searcher, subject: str, start: int) -> 
 
 def _visible(char: str) -> str:
     return f"<U+{ord(char):04X}>" if unicodedata.category(char) in ("Cf", "Cc") or ord(char) in UNHIDE else char
+
+
+def one_line_excerpt(text: str) -> str:
+    """The text on one line, invisible characters spelled out, cut to EXCERPT_CHARS."""
+    return _excerpt(text)
 
 
 def _excerpt(text: str) -> str:

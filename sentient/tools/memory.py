@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
 from sentient.agent.context import ToolContext
 from sentient.agent.tools import ToolRefused, tool
@@ -17,6 +18,7 @@ from sentient.index import IndexedDoc
 from sentient.index.reader import MODES
 from sentient.knowledge import QuotedText, quoted, quoted_attribute, quoted_cut, shortened
 from sentient.memory import free_id, unreadable_memory
+from sentient.threats import guard
 from sentient.vault.document import Document, check_id
 from sentient.vault.kinds import one_line
 from sentient.versions import entry_history, version_of, withheld_reason
@@ -321,12 +323,13 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str | Non
         if existing.untrusted and not ctx.untrusted and isinstance(source := existing.meta.get("source"), str):
             update["source"] = source
         try:  # as it was when found to be its own: an edit since makes it the person's
-            document = workspace.vault.update("memory", existing.key, update, body, expected_revision=existing.revision)
+            document = workspace.vault.update("memory", existing.key, _guarded(ctx, update, body), body,
+                                              expected_revision=existing.revision)  # fmt: skip
             verb = "Updated"
         except Conflict:
             pass
     if document is None:  # new, or beside the person's entry: their text is never replaced by the model's
-        document = workspace.vault.create("memory", free_id(workspace, title), meta, body)
+        document = workspace.vault.create("memory", free_id(workspace, title), _guarded(ctx, meta, body), body)
     workspace.index.update(document.path)
     said = f"{verb} {_where(workspace, document)}"
     if verb == "Saved" and near is not None:
@@ -339,6 +342,15 @@ def memory_remember(ctx: ToolContext, title: str, text: str, category: str | Non
         return (f"{said}, but it reads like instructions ({patterns}), "
                 "so it is flagged for the person to review and will not be shown to you.")
     return f"{said}."
+
+
+def _guarded(ctx: ToolContext, meta: dict[str, Any], body: str) -> dict[str, Any]:
+    """The entry's frontmatter with the guard model's verdict on it (`guard:`), when
+    `models.guard` names a model (sentient/threats/guard.py); as it is otherwise."""
+    if not guard.enabled(ctx.agent.workspace.settings.models.guard.model):
+        return meta
+    draft = guard.Draft(meta["title"], body, meta)
+    return {**meta, guard.FIELD: guard.consult(ctx.agent.llm, draft)}
 
 
 @tool(risk="write")

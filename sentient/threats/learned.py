@@ -1,0 +1,265 @@
+"""The learned stage: a classifier for what the patterns pass, shipped as plain data.
+
+The patterns explain themselves but reach only the phrasings someone wrote down. The detector
+scores every sentence of a text the patterns found nothing in, and the text as a whole, with a
+logistic regression over hashed character n-grams (3 to 5 bytes of the text's UTF-8, lower-cased,
+its whitespace collapsed): n-grams work in any language and survive small changes of wording.
+It is trained by `train/train_detector.py` from the sources listed in train/sources.json
+(docs/security.md names them) and shipped as two files in sentient/data/:
+
+- detector.npy   the weights, one float16 a hash bucket, read with `allow_pickle=False` (loading
+                 runs no code: a file that is anything but a flat float16 array is refused)
+- detector.json  the bias, the threshold chosen on a validation split, the hashing parameters,
+                 the weights' SHA-256 (checked on load) and reference scores from the training
+                 script's export (the tests score them again)
+
+Inference is a gather and a sum in numpy: every n-gram's bucket is a polynomial hash of its bytes
+(the same on every machine and every run; Python's `hash` is salted), the weights of the
+buckets are added up per sentence, and a sentence's score is the bias plus that sum over the
+square root of its n-gram count. A text is flagged when its own score, or its best sentence's,
+reaches the threshold; the finding names that sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentient.errors import ConfigError
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+DETECTOR_FILE = DATA / "detector.json"  # the weights are the .npy file of the same name
+FORMAT = "sentient-detector 1"
+CLASS = "learned"
+PATTERN_ID = "learned-detector"
+
+LONGEST = 5  # bytes: the longest n-gram a detector may use
+LONGEST_READ = 1_800  # n-grams: a longer sentence or text is scored as its mean weight times sqrt of this
+SHORTEST = 24  # bytes a sentence needs to be scored on its own (a shorter one counts in its text's), and a text at all
+_TEXT = "\0" * (LONGEST - 1) + "\x02" + "\0" * (LONGEST - 1)  # between texts: no n-gram reaches across
+_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)  # odd 64-bit constants, n = 3, 4, 5
+_CONTROLS = re.compile("[\x00-\x02]")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Texts as the detector reads them: one byte array (the UTF-8 of each text NFKC'd and
+    lower-cased, tabs as spaces), the texts apart by NUL bytes, cut into
+    sentences: a sentence ends after a line break, or after the space that follows `.`, `!` or `?`."""
+
+    data: Any  # numpy uint8, 8 NUL bytes at the end
+    starts: Any  # numpy int64: each sentence's first byte
+    ends: Any  # and the byte after its last
+    texts: Any  # numpy int64: the number of the text each sentence is of
+    count: int  # texts
+
+
+def read(texts: Sequence[str]) -> Reading:
+    """`Reading` of the texts. Only a text with characters outside ASCII is NFKC'd (an ASCII
+    text already is)."""
+    import numpy as np
+
+    lowered = [text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower() for text in texts]
+    data = _encoded(lowered)
+    separators = max(len(texts) - 1, 0)
+    if np.count_nonzero(data == 2) != separators or np.count_nonzero(data < 2) != 2 * (LONGEST - 1) * separators + 8:
+        data = _encoded([_CONTROLS.sub(" ", text) for text in lowered])  # a text's own NUL, \x01 or \x02: a space
+    outside = (data == 0) | (data == 2)
+    cut = data == 10
+    cut[1:] |= (data[1:] == 32) & ((data[:-1] == 46) | (data[:-1] == 33) | (data[:-1] == 63))
+    first = ~outside
+    first[1:] &= outside[:-1] | cut[:-1]
+    last = ~outside
+    last[:-1] &= outside[1:] | cut[:-1]
+    starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
+    marks = np.flatnonzero(data == 2)
+    return Reading(data, starts, ends, np.searchsorted(marks, starts), len(texts))
+
+
+def _encoded(lowered: Sequence[str]) -> Any:
+    """The texts joined by _TEXT, line breaks as \\n and tabs as spaces, as UTF-8 bytes in a
+    numpy array with 8 NUL bytes at the end (so that every n-gram can be read as a number)."""
+    import numpy as np
+
+    joined = _TEXT.join(lowered)
+    if "\r" in joined:
+        joined = joined.replace("\r\n", "\n").replace("\r", "\n")
+    if "\t" in joined:
+        joined = joined.replace("\t", " ")
+    return np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0" * 8, dtype=np.uint8)
+
+
+def buckets(reading: Reading, n: int, bits: int) -> Any:
+    """The bucket of the n-gram (n of 3 to LONGEST bytes) starting at every byte of the reading
+    but the last 7: the n bytes read as a little-endian number (the same on every machine),
+    multiplied by an odd constant for n (its low 32 bits for n of up to 4, in 32-bit arithmetic),
+    the top `bits` bits of the product."""
+    import numpy as np
+
+    data = reading.data
+    if n <= 4:  # four bytes are a 32-bit number: half the memory to go through
+        small = np.ndarray((len(data) - 7,), dtype="<u4", buffer=data, offset=0, strides=(1,))
+        value32 = small & np.uint32((1 << (8 * n)) - 1) if n < 4 else small.copy()
+        value32 *= np.uint32(_MULTIPLIERS[n - 3] & 0xFFFFFFFF)
+        value32 >>= np.uint32(32 - bits)
+        return value32.astype(np.intp)  # numpy gathers by its own index type fastest
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, offset=0, strides=(1,))
+    value = words & np.uint64((1 << (8 * n)) - 1)
+    value *= np.uint64(_MULTIPLIERS[n - 3])
+    value >>= np.uint64(64 - bits)
+    return value.view(np.int64)
+
+
+def scale(counts: Any) -> Any:
+    """What a sum of weights is multiplied by: 1/sqrt(count), the training texts' norm, up to
+    LONGEST_READ n-grams; beyond, sqrt(LONGEST_READ)/count, so that a long text is judged by its
+    mean weight as if it were of the length the model was trained on, and its score does not grow
+    with its length (a page of the same harmless line repeated)."""
+    import numpy as np
+
+    counts = np.maximum(counts, 1.0)
+    return np.sqrt(np.minimum(counts, LONGEST_READ)) / counts
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A text the detector flags: its score and the sentence that scored highest."""
+
+    score: float
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Detector:
+    """The weights and settings of detector.json and its .npy, loaded and checked."""
+
+    path: str
+    digest: str  # of both files: what the pattern set's fingerprint takes in
+    bias: float
+    threshold: float
+    ngrams: tuple[int, ...]
+    bits: int
+    weights: Any = field(repr=False)  # numpy float32 array of 2**bits
+    references: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def load(cls, path: Path = DETECTOR_FILE) -> Detector:
+        return _load(path)
+
+    def score(self, reading: Reading) -> tuple[Any, Any]:
+        """Each sentence's score (-inf for one shorter than SHORTEST bytes, which counts only
+        in its text's), and each text's (-inf for one shorter than SHORTEST bytes: too few
+        n-grams to judge): the bias plus the weights of its n-grams' buckets summed, over the
+        square root of how many there are."""
+        import numpy as np
+
+        if not len(reading.starts):
+            return np.zeros(0), np.full(reading.count, self.bias)
+        total = self.weights[buckets(reading, self.ngrams[0], self.bits)]
+        for n in self.ngrams[1:]:
+            total += self.weights[buckets(reading, n, self.bits)]
+        # each sentence's n-grams, [start, end): every other sum of the bounds taken in turn
+        bounds = np.column_stack((reading.starts, reading.ends)).ravel()
+        sums = np.add.reduceat(total, bounds)[::2].astype(np.float64)
+        lengths = reading.ends - reading.starts
+        counts = (lengths * len(self.ngrams)).astype(np.float64)
+        sentence = self.bias + sums * scale(counts)
+        sentence[lengths < SHORTEST] = -np.inf
+        text_sums = np.bincount(reading.texts, weights=sums, minlength=reading.count)
+        text_counts = np.bincount(reading.texts, weights=counts, minlength=reading.count)
+        whole = self.bias + text_sums * scale(text_counts)
+        whole[text_counts < SHORTEST * len(self.ngrams)] = -np.inf  # too short to judge
+        return sentence, whole
+
+    def judge(self, texts: Sequence[str]) -> list[Hit | None]:
+        """For each text, a Hit when its own score or its best sentence's reaches the threshold,
+        with the best sentence (the text's first when none is scored alone)."""
+        import numpy as np
+
+        reading = read(texts)
+        sentence, whole = self.score(reading)
+        best = np.full(reading.count, -np.inf)
+        np.maximum.at(best, reading.texts, sentence)
+        judged: list[Hit | None] = [None] * reading.count
+        for number in np.flatnonzero(np.maximum(best, whole) >= self.threshold):
+            low, high = np.searchsorted(reading.texts, [number, number + 1])  # its sentences
+            if low == high:
+                continue
+            top = low + int(np.argmax(sentence[low:high]))
+            shown = bytes(reading.data[reading.starts[top] : reading.ends[top]]).decode("utf-8", "replace")
+            judged[number] = Hit(round(float(max(best[number], whole[number])), 4), shown.strip())
+        return judged
+
+    def describe(self, hit: Hit) -> str:
+        return f"the learned detector scored it {hit.score:.2f} (flags from {self.threshold:.2f})"
+
+
+_FIX = "reinstall Sentient, or run train/train_detector.py to make the pair again"
+
+
+def digest(path: Path = DETECTOR_FILE) -> str:
+    """What identifies a detector: a digest of its two files (what the fingerprint takes in)."""
+    return _digest(*_read(path))
+
+
+def _digest(settings_bytes: bytes, weights_bytes: bytes) -> str:
+    return hashlib.sha256(settings_bytes + b"\0" + weights_bytes).hexdigest()[:16]
+
+
+def _read(path: Path) -> tuple[bytes, bytes]:
+    try:
+        return path.read_bytes(), path.with_suffix(".npy").read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: the learned detector cannot be read ({error}); {_FIX}") from error
+
+
+def _load(settings_file: Path) -> Detector:
+    import numpy as np
+
+    weights_file = settings_file.with_suffix(".npy")
+    fix = _FIX
+    settings_bytes, weights_bytes = _read(settings_file)
+    try:
+        settings = json.loads(settings_bytes)
+    except ValueError as error:
+        raise ConfigError(f"{settings_file}: the learned detector is not JSON ({error}); {fix}") from error
+    if not isinstance(settings, dict) or settings.get("format") != FORMAT:
+        raise ConfigError(f"{settings_file}: not a detector of format {FORMAT!r}; {fix}")
+    if hashlib.sha256(weights_bytes).hexdigest() != settings.get("weights_sha256"):
+        raise ConfigError(f"{weights_file}: its SHA-256 is not the one {settings_file.name} records; {fix}")
+    try:
+        import io
+
+        weights = np.load(io.BytesIO(weights_bytes), allow_pickle=False)
+        bits = int(settings["bits"])
+        ngrams = tuple(int(n) for n in settings["ngrams"])
+        bias = float(settings["bias"])
+        threshold = float(settings["threshold"])
+        references = tuple((str(text), float(score)) for text, score in settings.get("references", []))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{settings_file}: the learned detector does not load ({error}); {fix}") from error
+    if (
+        weights.dtype != np.float16
+        or weights.shape != (1 << bits,)
+        or not 8 <= bits <= 24
+        or not ngrams
+        or not all(3 <= n <= LONGEST for n in ngrams)
+    ):
+        raise ConfigError(f"{weights_file}: expected {1 << bits} float16 weights and n-grams of 3 to {LONGEST} "
+                          f"bytes, found {weights.dtype} {weights.shape} and {ngrams}; {fix}")  # fmt: skip
+    return Detector(
+        str(settings_file),
+        _digest(settings_bytes, weights_bytes),
+        bias,
+        threshold,
+        ngrams,
+        bits,
+        weights.astype(np.float32),
+        references,
+    )
