@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -247,3 +248,40 @@ print(json.dumps({{"health": health, "hits": hits, "notes": notes}}))
     assert searched.returncode == 0, searched.stderr
     assert "semantic search is off" in searched.stderr
     assert json.loads(searched.stdout)[0]["id"] == "anika"
+
+
+def pending_count(index: Index) -> int:
+    from sentient.index.vectors import pending
+
+    with index._reading() as conn:
+        return int(pending(conn))
+
+
+def test_a_search_embeds_only_a_few_documents_first_and_serves_the_rest_by_words(
+    tmp_path: Path, model: embedding.Embedder
+) -> None:
+    """A vault never embedded is not embedded inside a request: a search embeds a few documents
+    (what was just written), ranks the rest by words, and the background embedding does the rest."""
+    from sentient.index.background import BackgroundEmbedding
+    from sentient.index.reader import EMBED_IN_SEARCH
+
+    vault = Vault(tmp_path / "vault")
+    for number in range(EMBED_IN_SEARCH * 3):
+        write(vault.root, f"note-{number:03d}", f"Note {number}", f"A note about the garden, number {number}.")
+    write(vault.root, "anika", *ENTRIES["anika"])
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        waiting = pending_count(index)
+        hits = index.search("anika", mode="hybrid")
+        assert keys(hits)[:1] == ["anika"]  # found by its word all the same
+        assert waiting - pending_count(index) == EMBED_IN_SEARCH  # a search's share, no more
+        background = BackgroundEmbedding(index, idle=0.05)
+        background.start()
+        try:
+            deadline = time.monotonic() + 60
+            while pending_count(index) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            background.stop()
+        assert pending_count(index) == 0 and background.embedded == waiting - EMBED_IN_SEARCH
+        assert keys(index.search(PARAPHRASE, mode="vector"))[:1] == ["anika"]

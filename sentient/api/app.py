@@ -29,6 +29,7 @@ from sentient.api.mcp_tools import Backend
 from sentient.config import Settings
 from sentient.conflicts import PeriodicSync
 from sentient.errors import SentientError
+from sentient.index.background import BackgroundEmbedding
 from sentient.llm import LLM
 from sentient.tasks.runner import Runner
 from sentient.tasks.scheduler import Scheduler
@@ -150,7 +151,14 @@ def create_app(
         if agent.facts is not None:
             agent.facts.resume()  # fact extractions scheduled before the last stop and not run
         scheduler.load()
-        watcher = Watcher(workspace, on_change=scheduler.on_change) if watch else None
+        embedding = BackgroundEmbedding(workspace.index)  # vectors kept current apart from any request
+        embedding.start()
+
+        def changed(paths: set[Path]) -> None:
+            embedding.poke()
+            scheduler.on_change(paths)
+
+        watcher = Watcher(workspace, on_change=changed) if watch else None
         if watcher is not None:
             watcher.start()
         app.state.workspace, app.state.agent, app.state.watcher = workspace, agent, watcher
@@ -173,6 +181,7 @@ def create_app(
             scheduler.stop()
             if watcher is not None:
                 watcher.stop()
+            embedding.stop()
             runner.stop()
             agent.close()
             workspace.close()

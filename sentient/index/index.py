@@ -475,11 +475,13 @@ class Index(Reader):
 
     # --- vectors (vectors.py) -------------------------------------------------------------
 
-    def embed(self, progress: Callable[[int, int], None] | None = None) -> int:
+    def embed(self, progress: Callable[[int, int], None] | None = None, most: int | None = None) -> int:
         """Embed every document of the embedded kinds that has no vectors from the model of now
         (all of them, after a model change), a batch at a time, each written in a short
         transaction: a search or the watcher's writes wait one batch at most. Returns how many
-        were embedded; 0 without a model. `progress(done, total)` after each batch."""
+        were embedded; 0 without a model. `progress(done, total)` after each batch. `most`: embed
+        at most this many (a search's share: the rest wait for `sentient index` or serve's
+        background embedding)."""
         model = self.semantic_model()
         if model is None or self._embedded_at == self.version:
             return 0
@@ -504,8 +506,9 @@ class Index(Reader):
                     conn.executemany(f"INSERT OR REPLACE INTO vectors SELECT ?, ?, ?, ? WHERE {current}",
                                      [(*row, row[0], revision[row[0]]) for row in vectors])
 
-            done = embed_pending(read, write, model, total, progress) if total else 0
-            self._embedded_at = self.version
+            done = embed_pending(read, write, model, total, progress, most) if total else 0
+            if most is None or done < most:  # none left waiting at this version
+                self._embedded_at = self.version
         return done
 
     # --- the watcher's lease (watched.py) -------------------------------------------------

@@ -39,6 +39,7 @@ MODES = ("bm25", "vector", "hybrid")
 # answer is often high among the vectors and deep in BM25 (it holds the name only): fusing the best 20
 # of each lost that (bench_recall recall@10 0.70 -> 0.67, paraphrased 0.27 -> 0.17).
 FUSED_DEPTH = 50
+EMBED_IN_SEARCH = 32  # documents a search embeds first (about a tenth of a second): what was just written
 SNIPPET_CHARS = 160  # of the piece a vector hit was found by
 
 
@@ -144,7 +145,7 @@ class Reader:
         model = self.semantic_model() if mode != "bm25" else None
         if model is None:
             return self._words(words, any_word, clauses, params, limit)
-        self.embed()
+        self.embed(most=EMBED_IN_SEARCH)  # what just changed; a vault never embedded waits for serve or `index`
         depth = max(limit, FUSED_DEPTH)
         near = self._nearest(model.embed([query[:4000]])[0], clauses, params, limit if mode == "vector" else depth)
         if mode == "vector":
@@ -182,7 +183,7 @@ class Reader:
         cannot load: embedding.problem() says why)."""
         return None if self._embedder is None else self._embedder()
 
-    def embed(self, progress: Callable[[int, int], None] | None = None) -> int:
+    def embed(self, progress: Callable[[int, int], None] | None = None, most: int | None = None) -> int:
         """Embed the documents that wait for it; Index does (a Reader has nothing to write with)."""
         return 0
 

@@ -75,11 +75,13 @@ def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
 
 def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]]],
                   write: Callable[[list[tuple[int, str]], list[tuple[int, int, str, bytes]]], None],
-                  embedder: Embedder, total: int, progress: Callable[[int, int], None] | None) -> int:
+                  embedder: Embedder, total: int, progress: Callable[[int, int], None] | None,
+                  most: int | None = None) -> int:
     """Embed the documents `read(after, limit)` gives, a batch at a time, each batch written by
-    `write(embedded (doc, revision), vectors)`. Returns how many were embedded."""
+    `write(embedded (doc, revision), vectors)`, `most` of them at most. Returns how many were embedded."""
     done, after = 0, 0
-    while rows := read(after, EMBED_BATCH):
+    while (most is None or done < most) and (rows := read(after, EMBED_BATCH if most is None
+                                                          else max(1, min(EMBED_BATCH, most - done)))):
         after = rows[-1][0]
         texts: list[str] = []
         owners: list[tuple[int, int]] = []  # (doc, part) of each text
