@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -473,3 +474,20 @@ def test_a_notepad_with_a_conflict_copy_beside_it_is_not_told(repo: Path) -> Non
         assert not workspace.visible(notepad)
         copy.unlink()
         assert workspace.visible(notepad)
+
+
+def test_a_commit_waits_out_a_lock_another_git_holds_a_moment(repo: Path) -> None:
+    """A person's `git status` takes the index's lock for a moment: a commit of the app's that
+    meets it then tries again rather than failing until its next retry (30 s later)."""
+    import threading
+
+    from sentient.vault.git import Git
+
+    (repo / "memory" / "held.md").write_text("---\ntitle: Held\n---\nA lock in the way.\n")
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")
+    threading.Timer(0.5, lock.unlink).start()
+    started = time.monotonic()
+    Git(repo).run("add", "--", "memory/held.md")
+    assert 0.4 < time.monotonic() - started < 5
+    assert "memory/held.md" in git(repo, "diff", "--cached", "--name-only")

@@ -13,6 +13,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from sentient.errors import SentientError
 
 LOCAL_TIMEOUT = 30.0  # seconds for a local command (status, add, commit, log, show)
 NETWORK_TIMEOUT = 120.0  # seconds for fetch and push
+LOCK_TRIES, LOCK_WAIT = 30, 0.1  # a command that found a lock of git's taken is run again, for up to 3 s
 DEFAULT_AUTHOR = "Sentient <sentient@localhost>"
 
 # Settings every command runs with, over the person's own: nothing asks, signs, or runs a hook.
@@ -107,9 +109,13 @@ class Git:
         `options`: more `-c name=value` for this command; `env`: more variables."""
         command = ["git", *_OPTIONS, *self._options, *options, *args]
         try:
-            done = subprocess.run(command, cwd=self.root, env={**self._env, **(env or {})}, capture_output=True,
-                                  timeout=timeout,
-                                  input=(stdin or "").encode("utf-8"), start_new_session=True, check=False)
+            for _ in range(LOCK_TRIES):  # another git (a person's `git status`) holding a lock a moment: again
+                done = subprocess.run(command, cwd=self.root, env={**self._env, **(env or {})}, capture_output=True,
+                                      timeout=timeout,
+                                      input=(stdin or "").encode("utf-8"), start_new_session=True, check=False)
+                if done.returncode == 0 or b".lock': File exists" not in done.stderr:
+                    break
+                time.sleep(LOCK_WAIT)
         except subprocess.TimeoutExpired:
             raise GitError(f"{self.root}: `git {args[0]}` took more than {timeout:.0f} s and was stopped; check the "
                            "repository (a lock left by a crashed git, a remote that does not answer)") from None
