@@ -224,6 +224,7 @@ def test_hundreds_of_files_at_once_are_one_sync(workspace: Workspace) -> None:
         for n in range(300):
             os.rename(staging / f"note-{n}.md", memory / f"note-{n}.md")
         wait_for(lambda: len(workspace.index.documents("memory")) == 8 + 300)
+        wait_for(lambda: watcher.status().syncs >= 2)  # counted once the sync has returned, after its rows show
         assert found(workspace.index, "w299x") == {"note-299"}
         assert workspace.index.version[1] - version[1] <= 5  # a sync's few transactions, not 300 updates
         assert watcher.status().syncs == 2 and watcher.status().batches == 0
