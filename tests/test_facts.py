@@ -563,3 +563,19 @@ def test_a_session_keeps_its_caller_and_persona(agent: Agent, scripted: Scripted
         agent.turn("hi", user="maya", persona="nobody")
     with pytest.raises(InvalidId, match="user_id 'Maya R' is not allowed"):
         agent.turn("hi", user="Maya R", persona="companion")
+
+
+def test_a_reply_cut_off_inside_its_facts_keeps_the_facts_it_finished() -> None:
+    """A small model that repeats itself runs into max_tokens mid-fact: the facts it finished are
+    the reply (its repeats dropped); JSON broken any other way is refused as before."""
+    from sentient.config import FactSettings
+    from sentient.facts.extract import Refused, validate
+
+    one = '{"category": "food", "text": "Maya is vegetarian."}'
+    two = '{"category": "work", "text": "Maya hates early meetings."}'
+    cut = '{"facts": [' + ", ".join([one, two, one, two, one]) + ', {"category": "wo'
+    kept = validate(cut, [], FactSettings(), lambda text: ())
+    assert [fact.sentence for fact in kept] == ["Maya is vegetarian.", "Maya hates early meetings."]
+    for broken in ('{"facts": [' + one + ', oops]}', '{"facts": [' + one + '] "x"', '{"facts": [{"cat'):
+        with pytest.raises(Refused, match="JSON"):
+            validate(broken, [], FactSettings(), lambda text: ())

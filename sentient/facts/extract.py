@@ -118,14 +118,43 @@ def reply_tokens(settings: FactSettings, shown: list[ShownFact], turns: list[Tur
 
 
 def _json_object(text: str) -> Any:
-    """The JSON object in a model's reply (a code fence or words around it are allowed)."""
+    """The JSON object in a model's reply (a code fence or words around it are allowed); of a
+    reply cut off inside its list of facts, the facts it finished (`_cut_off`)."""
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise Refused("the reply holds no JSON object")
     try:
         return json.loads(text[start : end + 1])
     except ValueError as exc:
-        raise Refused(f"the reply is not valid JSON ({exc})") from None
+        finished = _cut_off(text[start:])
+        if finished is None:
+            raise Refused(f"the reply is not valid JSON ({exc})") from None
+        return finished
+
+
+_FACTS_OPEN = re.compile(r'\{\s*"facts"\s*:\s*\[')
+
+
+def _cut_off(text: str) -> dict[str, Any] | None:
+    """{"facts": [...the whole facts...]} of a reply that stops inside its list of facts, as a small
+    model's does when it repeats itself until max_tokens; None for any other broken JSON (a list
+    that closes, or nothing whole in it), which is refused as it is."""
+    opened = _FACTS_OPEN.match(text)
+    if opened is None:
+        return None
+    decoder, position, facts = json.JSONDecoder(), opened.end(), []
+    while True:
+        position = len(text) - len(text[position:].lstrip())
+        try:
+            fact, position = decoder.raw_decode(text, position)
+        except ValueError:
+            break
+        facts.append(fact)
+        rest = text[position:].lstrip()
+        if not rest.startswith(","):
+            return None  # the list goes on with something else, or closes: not a reply cut off
+        position = len(text) - len(rest) + 1
+    return {"facts": facts} if facts and "]" not in text[position:] else None
 
 
 def key_of(fact: Fact) -> tuple[str, str]:
