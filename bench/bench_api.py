@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
-import platform
 import pstats
 import shutil
 import socket
@@ -47,7 +46,7 @@ sys.path[:0] = [str(ROOT), str(BENCH)]  # tests.scripted (the scripted model) an
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
 from gen_vault import generate  # noqa: E402
-from results import write_section  # noqa: E402
+from results import machine, write_section  # noqa: E402
 
 HEADING = "## API (issue 6)"
 CONVERSATION = 10  # messages per session before a client opens a new one
@@ -347,13 +346,6 @@ def vault_copy(entries: int, workdir: Path) -> Path:
     return target
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.0f} GB RAM, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
 
 
 def ms(seconds: float) -> str:

@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_vault import Writer, generate
+from results import machine as shared_machine
 from results import write_section
 
 from sentient.index import Index
@@ -351,12 +351,9 @@ WHY = """Why, measured with cProfile and by timing each stage alone (second tabl
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.0f} GB RAM, Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")
+    return shared_machine(f"SQLite {sqlite3.sqlite_version}")
+
+
 
 
 def main(argv: list[str] | None = None) -> int:

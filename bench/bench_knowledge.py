@@ -8,8 +8,6 @@ read for unchanged entries), and a build after one memory entry changed.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -22,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_vault import generate  # noqa: E402
-from bench.results import write_section  # noqa: E402
+from bench.results import machine, write_section  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.knowledge import KnowledgeBuilder  # noqa: E402
 from sentient.prompts import Prompts  # noqa: E402
@@ -31,12 +29,6 @@ from sentient.workspace import open_workspace  # noqa: E402
 TARGET_MS = 5.0
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown CPU")
-    memory = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
-    return f"{os.cpu_count()} CPUs ({cpu}), {int(memory.split()[1]) / 1024 / 1024:.0f} GiB RAM, " \
-           f"Python {platform.python_version()}"
 
 
 def main() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -28,7 +27,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.results import write_section  # noqa: E402
+from bench.results import machine, write_section  # noqa: E402
 from sentient.agent.turn import open_agent  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.workspace import open_workspace  # noqa: E402
@@ -36,18 +35,6 @@ from sentient.workspace import open_workspace  # noqa: E402
 QUESTION = "In two sentences, what is Maya working on this month?"
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        memory = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
-        gib = int(memory.split()[1]) / 1024 / 1024
-    except (OSError, StopIteration):
-        gib = 0.0
-    return f"{os.cpu_count()} CPUs ({cpu}), {gib:.0f} GiB RAM, Python {platform.python_version()}"
 
 
 def bare(address: str, body: dict[str, object]) -> tuple[float, float, int]:

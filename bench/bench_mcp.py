@@ -9,8 +9,6 @@ protocol and the pipes alone) and the same search in-process (`search.find` and 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import shutil
 import statistics
@@ -28,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_vault import COMMON, generate  # noqa: E402
-from bench.results import write_section  # noqa: E402
+from bench.results import machine, write_section  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.search import find  # noqa: E402
 from sentient.workspace import open_workspace  # noqa: E402
@@ -37,12 +35,6 @@ TARGET_MS = 20.0
 HEADING = "## MCP recall over stdio (issue 27)"
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown CPU")
-    memory = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
-    return (f"{os.cpu_count()} CPUs ({cpu}), {int(memory.split()[1]) / 1024 / 1024:.0f} GiB RAM, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
 
 
 def quantile(values: list[float], fraction: float) -> float:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -43,6 +42,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_vault import Writer, generate  # noqa: E402
+from bench.results import machine as shared_machine  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 HEADING = "## Cost in vault size (issue 23)"
@@ -293,13 +293,10 @@ def _mb(value: float) -> str:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.0f} GB RAM, Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}; load average "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return shared_machine(f"SQLite {sqlite3.sqlite_version}", f"load average {load} at the start")
+
+
 
 
 NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cProfile, `-X importtime`):

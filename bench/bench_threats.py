@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.results import write_section  # noqa: E402
+from bench.results import machine, write_section  # noqa: E402
 from sentient.index import JUDGED_BYTES, JUDGED_TOGETHER  # noqa: E402
 from sentient.threats import CLASSES, PatternSet, ThreatJudge, parallel, scan, scan_many  # noqa: E402
 from sentient.vault.document import Document  # noqa: E402
@@ -462,22 +461,6 @@ def rejudge(patterns: PatternSet, rounds: int = 100_000) -> list[str]:
     ]
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    memory = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                memory = f", {int(line.split()[1]) / 1024 / 1024:.0f} GB RAM"
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{os.cpu_count()} CPUs ({cpu}){memory}, Python {platform.python_version()}, {system}"
 
 
 def load_average() -> str:

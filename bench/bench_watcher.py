@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
@@ -34,7 +33,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))  # run as a script: the repository, for bench.gen_vault
 
 from bench.gen_vault import generate  # noqa: E402
-from bench.results import write_section  # noqa: E402
+from bench.results import machine, write_section  # noqa: E402
 from sentient.config import load_settings  # noqa: E402
 from sentient.watcher import Watcher  # noqa: E402
 from sentient.workspace import Workspace, open_workspace  # noqa: E402
@@ -165,13 +164,6 @@ def table(runs: list[Run], edits: int) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return (f"nproc {os.cpu_count()} ({cpu}), {mem / 1024 / 1024:.0f} GB RAM, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
 
 
 def notes(runs: list[Run]) -> str:

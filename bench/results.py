@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -28,3 +30,19 @@ def write_section(section: str, path: Path = RESULTS) -> None:
         kept.append(new)
     kept = [part if part.endswith("\n") else part + "\n" for part in kept]
     path.write_text(SECTION.join([head if head.endswith("\n") else head + "\n", *kept]), encoding="utf-8")
+
+
+def machine(*more: str) -> str:
+    """The machine a result was measured on, for its section: CPUs, memory, Python, the system,
+    then `more` (SQLite's version, the load average, ...)."""
+    cpu, gib = platform.processor() or "unknown CPU", 0.0
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+        memory = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        gib = int(memory.split()[1]) / 1024 / 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    parts = [f"{os.cpu_count()} CPUs ({cpu})", f"{gib:.0f} GB RAM", f"Python {platform.python_version()}",
+             f"{platform.system()} {platform.release()}", *more]
+    return ", ".join(parts)
