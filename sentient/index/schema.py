@@ -137,9 +137,15 @@ class Listed:
         return {"category": self.category, "source": self.source}
 
 
+_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
+
+
 def phrases(text: str) -> list[str]:
-    """Free text as FTS5 phrases: every word quoted, so no syntax is ever interpreted."""
-    words = [w for w in text.replace("\x00", " ").split() if any(c.isalnum() for c in w)][:32]
+    """Free text as FTS5 phrases: every word quoted, so no syntax is ever interpreted. A
+    possessive's "'s" is left off ("my sister's job" looks for "sister", which the tokenizer would
+    otherwise read as the phrase "sister s")."""
+    words = [_POSSESSIVE.sub("", w) for w in text.replace("\x00", " ").split()]
+    words = [w for w in words if any(c.isalnum() for c in w)][:32]
     return ['"' + w.replace('"', '""') + '"' for w in words]
 
 
