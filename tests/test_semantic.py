@@ -285,3 +285,24 @@ def test_a_search_embeds_only_a_few_documents_first_and_serves_the_rest_by_words
             background.stop()
         assert pending_count(index) == 0 and background.embedded == waiting - EMBED_IN_SEARCH
         assert keys(index.search(PARAPHRASE, mode="vector"))[:1] == ["anika"]
+
+
+def test_an_index_with_nothing_to_embed_loads_no_model(tmp_path: Path, model: embedding.Embedder) -> None:
+    """A no-change `sentient index` costs what it did before search by meaning: the model (numpy,
+    its weights) is loaded only when something waits to be embedded."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "sentient.yaml").write_text("")
+    write(vault, "anika", *ENTRIES["anika"])
+    probe = ("import sys; from sentient.cli import main; main(['--vault', sys.argv[1], 'index']); "
+             "print('loaded' if 'numpy' in sys.modules else 'not loaded', file=sys.stderr)")
+
+    def index_once() -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(vault)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+        return done.stderr.strip().splitlines()[-1]
+
+    assert index_once() == "loaded"  # the entry embedded
+    assert index_once() == "not loaded"
+    write(vault, "boiler", *ENTRIES["boiler"])
+    assert index_once() == "loaded"

@@ -73,7 +73,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     )
     if embedded:
         print(f"embedded {plural(embedded, 'document')} in {time.perf_counter() - start:.2f} s")
-    elif (off := semantic_problem()) is not None:
+    elif (off := semantic_problem(load=False)) is not None:  # not loaded to say nothing is wrong
         print(off)
     return 0
 

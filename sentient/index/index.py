@@ -17,7 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sentient.embedding import Embedder
+from sentient.embedding import Embedder, model_id
+from sentient.embedding import embedder as shipped_embedder
 from sentient.errors import BadFile, IndexUnavailable
 from sentient.index.batch import (
     DUPLICATE_FIX,
@@ -47,7 +48,7 @@ from sentient.index.schema import (
     _text,
     _when,
 )
-from sentient.index.vectors import _PENDING, embed_pending, forget_other_models, pending
+from sentient.index.vectors import _PENDING, embed_pending, forget_other_models, nothing_to_embed, pending
 from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
 from sentient.vault.store import File, Found, Vault
@@ -482,8 +483,15 @@ class Index(Reader):
         were embedded; 0 without a model. `progress(done, total)` after each batch. `most`: embed
         at most this many (a search's share: the rest wait for `sentient index` or serve's
         background embedding)."""
+        if self._embedder is None or self._embedded_at == self.version:
+            return 0
+        with self._reading() as conn:
+            installed = model_id() if self._embedder is shipped_embedder else None  # found without loading it
+            if nothing_to_embed(conn, installed):  # no model loaded for nothing (a no-change index)
+                self._embedded_at = self.version
+                return 0
         model = self.semantic_model()
-        if model is None or self._embedded_at == self.version:
+        if model is None:
             return 0
         with self._embedding:
             if self._embedded_at == self.version:

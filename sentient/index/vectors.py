@@ -64,6 +64,12 @@ def pending(conn: sqlite3.Connection) -> int:
     return count
 
 
+def nothing_to_embed(conn: sqlite3.Connection, model: str | None) -> bool:
+    """Whether every document has its vectors, from `model`: then there is no model to load."""
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (MODEL_META,)).fetchone()
+    return model is not None and row is not None and row[0] == model and pending(conn) == 0
+
+
 def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
     """Drop every vector computed by another model than `model` (inside a transaction)."""
     row = conn.execute("SELECT value FROM meta WHERE name = ?", (MODEL_META,)).fetchone()
