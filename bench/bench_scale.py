@@ -302,15 +302,17 @@ def machine() -> str:
 NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cProfile, `-X importtime`):
 
 - **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here and the
-  minimal search 40-60 ms. `import sentient.cli` takes about 180 ms, of which `sentient.config`
-  is about 100 ms (Pydantic's own modules 50 ms, making the fourteen settings models 40 ms, with
-  or without `defer_build`), the index and vault modules about 35 ms and the pattern set's
-  classes about 15 ms; the search itself, with the index watched, takes about 20 ms of `main()`.
-  So one search with the index watched takes about 0.21 s against the minimal process's 0.04 s,
-  nearly all of it start-up: Pydantic in the settings is what is left to win there (sentient/
-  config.py). What was there before: every command compiled the pattern set (0.15-0.4 s; now
-  read back from `.sentient/patterns.cache` in about 4 ms) and imported the scanner, Hyperscan,
-  the facts and the agent (now on first use).
+  minimal search 40-60 ms. `import sentient.cli` took about 180 ms, of which `sentient.config`
+  was about 100 ms (Pydantic and making the settings models); the settings are typed classes of
+  their own now (sentient/sections.py, about 5 ms), `--version` no longer imports
+  importlib.metadata, and the compiled pattern set is read back from `.sentient/patterns.cache`
+  (plain JSON) in about 15 ms. That took one search with the index watched from 207 to 121 ms
+  at 10,000 entries (3.5x; 2026-12-07 11:06 UTC). Since search ranks by meaning too (issue 24),
+  a default (hybrid) `sentient search` also loads numpy, the embedding model's weights and the
+  vector matrix at start, about 0.3 s more; `--mode bm25` does not.
+- **A cold index now embeds** every entry, note, plan and session message for search by meaning
+  (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
+  peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
 - **A search with no server syncs first**: a walk that stats every file (0.5-1 s at 100,000
   entries; 1.1-1.4x the minimal resync). With `sentient serve` running, its watcher holds the
   index's lease and the search does not walk at all.
