@@ -88,7 +88,9 @@ class Watcher:
     paths that had events (a file, or a folder for a full sync); after a periodic sync that
     changed rows, with an empty set. `observer` makes the watchdog observer (tests and
     platforms may pass another); `reconcile_interval` runs a sync now and then even while
-    events flow, for events the kernel dropped (None: never).
+    events flow, for events the kernel dropped (None: never). `hold(path)` True: the file's
+    events wait, unapplied, until `let_go(path)` (serve holds the file of a task run while the run
+    rewrites it at each step, and lets it go when the run has ended: one update, not one a step).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class Watcher:
         reconcile_interval: float | None = 300.0,
         on_change: Callable[[set[Path]], None] | None = None,
         observer: Callable[[], BaseObserver] = Observer,
+        hold: Callable[[Path], bool] | None = None,
     ) -> None:
         self.workspace = workspace
         self.root = workspace.vault.root
@@ -109,6 +112,7 @@ class Watcher:
         self.fallback_interval = fallback_interval
         self.reconcile_interval = reconcile_interval
         self.on_change = on_change
+        self.hold = hold
         self._make_observer = observer
         self._mode: Mode = "stopped"
         self._reason: str | None = None
@@ -253,8 +257,25 @@ class Watcher:
             self._follow_tops(event)
         raws = [event.src_path, event.dest_path] if isinstance(event, FileSystemMovedEvent) else [event.src_path]
         relevant = [path for path in (self._relevant(raw, event.is_directory) for raw in raws) if path is not None]
-        if not relevant:
-            return
+        if not event.is_directory:
+            relevant = [path for path in relevant if not self._holds(path)]
+        if relevant:
+            self._queue(relevant, event.is_directory)
+
+    def let_go(self, path: Path) -> None:
+        """A held file may be indexed now: applied with the next batch (whether or not it had events)."""
+        self._queue([path], False)
+
+    def _holds(self, path: Path) -> bool:
+        if self.hold is None:
+            return False
+        try:
+            return self.hold(path)
+        except Exception:  # a hold that fails holds nothing: the file is indexed as any other
+            log.exception("watcher: hold failed for %s", path)
+            return False
+
+    def _queue(self, relevant: list[Path], folder: bool) -> None:
         now = time.monotonic()
         with self._wake:
             if self._mode != "events" or self._halt.is_set():
@@ -264,7 +285,7 @@ class Watcher:
                 self._wake.notify()
             self._last = now
             self._pending.update(relevant)
-            self._full = self._full or event.is_directory
+            self._full = self._full or folder
 
     def _relevant(self, raw: bytes | str, is_directory: bool) -> Path | None:
         """The path if its change can change the index, else None."""

@@ -86,12 +86,12 @@ def model() -> Iterator[tuple[Model, str]]:
 
 
 @contextmanager
-def server_on(vault: Path, base: str, *, timeout: float = 600.0) -> Iterator[Running]:
+def server_on(vault: Path, base: str, *, timeout: float = 600.0, watch: bool = False) -> Iterator[Running]:
     configure(vault, timezone="UTC", tasks={"timeout": timeout},
               models={"chat": {"model": "openai/digest", "api_base": f"{base}/v1", "api_key_env": "DIGEST_KEY"}})
     settings = load_settings(vault, {})
     with ExitStack() as stack:  # the provider key only in the app's environ: the run's process is given it
-        app = create_app(settings, environ={"DIGEST_KEY": KEY}, watch=False, schedule=False)
+        app = create_app(settings, environ={"DIGEST_KEY": KEY}, watch=watch, schedule=False)
         yield Running(app, stack.enter_context(uvicorn_thread(app)), vault)
 
 
@@ -173,6 +173,30 @@ def test_a_run_on_a_network_model_runs_in_its_own_process_while_a_chat_is_answer
         assert {key for body, key in served.requests if TITLE in str(body["messages"][0].get("content"))} == \
             {f"Bearer {KEY}"}  # the provider key reached the run's process
         assert start_again(http) != run
+
+
+def test_a_running_runs_file_is_indexed_once_when_the_run_ends_not_at_each_step(
+    vault: Path, model: tuple[Model, str]
+) -> None:
+    """serve's watcher holds the events of a run's file while the run rewrites it (a step at a
+    time, from its own process): the index takes it once the run has ended, not a step at a time."""
+    served, base = model
+    served.gate.clear()
+    with server_on(vault, base, watch=True) as server, server.http() as http:
+        index = server.app.state.workspace.index
+        run = start(http)
+        assert served.held.wait(SLOW)
+        key, path = f"{TASK}/{run}", vault / "tasks" / TASK / "runs" / f"{run}.md"
+        eventually(lambda: "status: running" in path.read_text(), "the run's process wrote its file")
+        (vault / "memory" / "held-marker.md").write_text("A marker written after the run's step.\n")
+        eventually(lambda: index.get("memory", "held-marker"), "the watcher indexed a later edit")
+        shown = index.get("run", key)
+        assert shown is None or shown.meta.get("status") != "running"  # its events were held
+        served.gate.set()
+        assert eventually(ended(http, run), "the run ended", SLOW)["status"] == "succeeded"
+        done = eventually(lambda: (found := index.get("run", key)) and found.meta.get("status") == "succeeded"
+                          and found, "the ended run indexed")
+        assert ANSWER in done.body
 
 
 def test_the_persons_cancel_reaches_a_run_in_its_own_process(vault: Path, model: tuple[Model, str]) -> None:

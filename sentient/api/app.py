@@ -158,9 +158,24 @@ def create_app(
             embedding.poke()
             scheduler.on_change(paths)
 
-        watcher = Watcher(workspace, on_change=changed) if watch else None
+        held: dict[str, Path] = {}  # run -> its file, whose events wait for the run's end
+
+        def hold(path: Path) -> bool:
+            """A run going here rewrites its file at each step: indexed once, when the run ends."""
+            found = workspace.vault.classify_path(path)
+            if found is None or found[0] != "run":
+                return False
+            held[found[1]] = path  # before the check: a run ending meanwhile lets it go
+            task, _, run = found[1].partition("/")
+            if runner.running(task) == run:
+                return True
+            held.pop(found[1], None)
+            return False
+
+        watcher = Watcher(workspace, on_change=changed, hold=hold) if watch else None
         if watcher is not None:
             watcher.start()
+            runner.on_end = lambda started: _let_go(watcher, held.pop(started.key, None))
         app.state.workspace, app.state.agent, app.state.watcher = workspace, agent, watcher
         app.state.runner, app.state.scheduler = runner, scheduler
         app.state.mcp = Backend(agent, start_run=lambda task: runner.submit(check_key("task", task), "manual").run)
@@ -219,6 +234,11 @@ def create_app(
                                    include_in_schema=False))
 
     return app
+
+
+def _let_go(watcher: Watcher, path: Path | None) -> None:
+    if path is not None:
+        watcher.let_go(path)
 
 
 SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault listens, for `sentient task run`
