@@ -272,6 +272,9 @@ def test_a_search_embeds_only_a_few_documents_first_and_serves_the_rest_by_words
     with Index(vault, embedder=lambda: model) as index:
         index.sync()
         waiting = pending_count(index)
+        index.embed_in_search = 0  # as in a task run's process: serve embeds beside it, its searches do not
+        assert keys(index.search("anika", mode="hybrid"))[:1] == ["anika"] and pending_count(index) == waiting
+        index.embed_in_search = EMBED_IN_SEARCH
         hits = index.search("anika", mode="hybrid")
         assert keys(hits)[:1] == ["anika"]  # found by its word all the same
         assert waiting - pending_count(index) == EMBED_IN_SEARCH  # a search's share, no more

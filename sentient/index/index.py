@@ -30,7 +30,7 @@ from sentient.index.batch import (
     _restate_duplicates,
     _State,
 )
-from sentient.index.reader import Reader
+from sentient.index.reader import EMBED_IN_SEARCH, Reader
 from sentient.index.schema import (
     _JSON,
     _SCHEMA,
@@ -100,6 +100,7 @@ class Index(Reader):
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
         self._first_new = 0  # rows of ids above this were written by the sync under way
         self._embedder = embedder
+        self.embed_in_search = EMBED_IN_SEARCH  # documents a search embeds first; 0 where another process embeds
         self._matrix = None
         self._embedding = threading.Lock()  # one embed() at a time
         self._embedded_at: tuple[int, int] | None = None  # the version every document was embedded at

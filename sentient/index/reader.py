@@ -49,6 +49,7 @@ class Reader:
     vault: Vault
     timeout: float
     broad: int
+    embed_in_search: int
     path: Path
     _counts: tuple[tuple[int, int], dict[str | None, tuple[int, int]]]
     _local: threading.local
@@ -145,7 +146,8 @@ class Reader:
         model = self.semantic_model() if mode != "bm25" else None
         if model is None:
             return self._words(words, any_word, clauses, params, limit)
-        self.embed(most=EMBED_IN_SEARCH)  # what just changed; a vault never embedded waits for serve or `index`
+        if self.embed_in_search:  # what just changed; a vault never embedded waits for serve or `index`
+            self.embed(most=self.embed_in_search)
         depth = max(limit, FUSED_DEPTH)
         near = self._nearest(model.embed([query[:4000]])[0], clauses, params, limit if mode == "vector" else depth)
         if mode == "vector":

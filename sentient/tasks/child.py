@@ -100,6 +100,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format=f"task {task} run {run}: %(levelname)s %(name)s: %(message)s")
     settings = with_current_patterns(Settings.handed_over(payload["settings"]))
     workspace = open_workspace(settings)
+    workspace.index.embed_in_search = 0  # serve embeds what changed, beside it: a run's searches do not
     agent = open_agent(workspace, os.environ)
     agent.llm.prepare()  # before the run's clock starts
     lock = RunLock.inherited(workspace.vault, task, int(payload["lock"]))
