@@ -17,7 +17,7 @@ import pytest
 from sentient import embedding
 from sentient.config import load_settings
 from sentient.index import Index
-from sentient.index.vectors import fused, pieces
+from sentient.index.vectors import blended, fused, pieces
 from sentient.memory import create_entry
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
@@ -149,6 +149,18 @@ def test_session_turns_are_embedded_one_message_at_a_time() -> None:
     assert pieces("session", "Chat", body) == ["My sister teaches maths.", "Noted."]
     assert pieces("memory", "Title", "word " * 200)[0].startswith("Title word")
     assert len(pieces("memory", "Title", "word " * 200)) == 4
+
+
+def test_hybrid_blends_scores_and_lets_meaning_decide_when_the_words_single_out_nothing() -> None:
+    meaning = [("answer", 0.62), ("other", 0.55), ("x", 0.40)]
+    standing_out = [("named", 18.0), *[(f"w{n}", 9.0 - n * 0.1) for n in range(11)], ("answer", 8.0)]
+    assert list(blended(standing_out, meaning, 50))[0] == "named"  # a word match that stands out wins
+    flat = [("named", 10.0), *[(f"w{n}", 9.9 - n * 0.01) for n in range(11)], ("answer", 9.7)]
+    assert list(blended(flat, meaning, 50))[0] == "answer"  # a name every turn holds: meaning decides
+    assert list(blended([], meaning, 50)) == ["answer", "other", "x"]
+    assert list(blended(flat[:3], [], 50)) == ["named", "w0", "w1"]
+    # a short vector list ran out above MIN_COSINE: its last is not scaled to nothing
+    assert blended([], [("a", 0.5), ("b", 0.4)], 50)["b"] > 0
 
 
 def test_fusion_ranks_by_reciprocal_rank() -> None:

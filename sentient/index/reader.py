@@ -30,7 +30,7 @@ from sentient.index.schema import (
     _when,
     phrases,
 )
-from sentient.index.vectors import VECTOR_WEIGHT, Matrix, fused
+from sentient.index.vectors import Matrix, blended, fused
 from sentient.vault.store import Problem, Vault
 from sentient.vault.sync import conflict_of
 
@@ -127,10 +127,11 @@ class Reader:
         fewer than `limit` do.
 
         `mode`: "bm25" (words), "vector" (meaning: the cosine of the query's embedding and the
-        best piece of each document), or "hybrid" (both rankings fused by reciprocal rank,
-        vectors.fused). Without an embedding model (semantic_model() is None) every mode ranks by
-        words. `recency`: in hybrid mode, the weight of a third ranking fused in, of the hits of
-        both, newest first (1.0 weighs as much as BM25).
+        best piece of each document), or "hybrid" (both rankings' scores blended, the words
+        weighing less when they single out no document: vectors.blended). Without an embedding
+        model (semantic_model() is None) every mode ranks by words. `recency`: in hybrid mode,
+        the weight of a ranking of the hits of both, newest first, fused with the blended one by
+        reciprocal rank (1.0 weighs as much).
         """
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; one of {', '.join(MODES)}")
@@ -154,12 +155,10 @@ class Reader:
             return near
         found = self._words(words, any_word, clauses, params, depth)
         by_path = {hit.path: hit for hit in [*near, *found]}
-        rankings = [[hit.path for hit in found], [hit.path for hit in near]]
-        weights = [1.0, VECTOR_WEIGHT]
+        scores = blended([(hit.path, hit.score) for hit in found], [(hit.path, hit.score) for hit in near], depth)
         if recency:
-            rankings.append(sorted(by_path, key=lambda path: by_path[path].updated or "", reverse=True))
-            weights.append(recency)
-        scores = fused(rankings, weights)
+            newest = sorted(by_path, key=lambda path: by_path[path].updated or "", reverse=True)
+            scores = fused([list(scores), newest], [1.0, recency])
         return [replace(by_path[path], score=score) for path, score in list(scores.items())[:limit]]
 
     def _words(self, words: list[str], any_word: bool, clauses: str, params: list[str], limit: int) -> list[Hit]:

@@ -33,13 +33,22 @@ MODEL_META = "embedding_model"
 # never speaks of (zzzqqq, lorem ipsum, a rare animal's name against a meeting) measure 0.10-0.26
 # with this model, most paraphrases 0.3 up; on bench/bench_recall.py 0.25 and 0.35 fused alike
 MIN_COSINE = 0.3
-# Reciprocal rank fusion: a document scores the sum over rankings of weight / (FUSION_K + rank).
-# A small constant lets the first few of each ranking count most; BM25 weighs twice the vectors.
-# Chosen on bench/bench_recall.py's set (seed 24; docs/benchmarks.md): k 10, 30, 60 and vector
-# weights 0.25-1.0 tried; the model is small, and a BM25 top hit (a name and a day) is the
-# surer one. Equal weights with k=60 lost recall on questions naming a day (0.97 -> 0.42).
+# Hybrid ranking blends the two lists' scores, each scaled to 0-1 within its list: BM25 from the
+# last of its list to its first, a cosine from the last of the vector list (MIN_COSINE when that
+# list is short) to its first; a document missing from a list gets 0 there. The words weigh
+# WORDS_WEIGHT, unless their ranking is flat (its 10th score within FLAT_GAP of its first: the
+# query's words single out no document, as when a paraphrase shares only a name with its answer);
+# then FLAT_WORDS_WEIGHT, and meaning decides. Chosen on bench/bench_recall.py's sets (seeds 7 and
+# 24, docs/benchmarks.md): reciprocal rank fusion (k 10, the vectors at half weight) gave recall@10
+# 0.73/0.70, these 0.79/0.75; a fixed weight either lost the questions naming a day (meaning
+# cannot read a date) or the paraphrases (the name matches every turn of its speaker).
+WORDS_WEIGHT = 0.7
+FLAT_WORDS_WEIGHT = 0.2
+FLAT_GAP = 0.1
+FLAT_RANK = 10
+# Reciprocal rank fusion, for a ranking by recency blended in (the history tools' recent_first): a
+# document scores the sum over rankings of weight / (FUSION_K + rank).
 FUSION_K = 10
-VECTOR_WEIGHT = 0.5
 T = TypeVar("T")
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
             f"({', '.join(repr(kind) for kind in EMBEDDED_KINDS)}) AND d.id > ? AND NOT EXISTS "
@@ -157,4 +166,23 @@ def fused(rankings: Sequence[Sequence[T]], weights: Sequence[float], k: int = FU
         weight = weights[number]
         for rank, item in enumerate(ranking, 1):
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return {item: scores[item] for item in sorted(scores, key=lambda item: -scores[item])}
+
+
+def blended(words: Sequence[tuple[T, float]], meaning: Sequence[tuple[T, float]], depth: int) -> dict[T, float]:
+    """Items of both rankings (each (item, score), best first: BM25 scores, higher better; cosines)
+    by their blended score (see WORDS_WEIGHT), best first; `depth`: how long a list the vector
+    search was asked for (a shorter one ran out above MIN_COSINE)."""
+    weight = WORDS_WEIGHT
+    if len(words) >= FLAT_RANK and words[0][1] > 0 and \
+            (words[0][1] - words[FLAT_RANK - 1][1]) / words[0][1] < FLAT_GAP:
+        weight = FLAT_WORDS_WEIGHT
+    scores: dict[T, float] = {}
+    for share, ranking, floor in ((weight, words, words[-1][1] if words else 0.0),
+                                  (1.0 - weight, meaning, meaning[-1][1] if len(meaning) >= depth else MIN_COSINE)):
+        if not ranking:
+            continue
+        top = ranking[0][1]
+        for item, score in ranking:
+            scores[item] = scores.get(item, 0.0) + share * ((score - floor) / (top - floor) if top > floor else 1.0)
     return {item: scores[item] for item in sorted(scores, key=lambda item: -scores[item])}
