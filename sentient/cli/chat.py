@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 try:
     import readline
 except ImportError:  # not on every platform; the chat works without line editing
     readline = None  # type: ignore[assignment]
-
-from sentient.workspace import Workspace
 
 
 def add_parser(sub: Any) -> None:

@@ -11,11 +11,13 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.task import running_server, start_on
 from sentient.errors import SentientError
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 POLICIES = ("read-write", "read-only", "off")
 

@@ -8,11 +8,13 @@ import os
 import socket
 import sys
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sentient.config import Settings
 from sentient.errors import SentientError
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.config import Settings
+    from sentient.workspace import Workspace
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 

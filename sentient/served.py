@@ -1,0 +1,88 @@
+"""The `sentient serve` of this vault, as a command on this machine reaches it: where it listens
+(`.sentient/server.json`, written by `advertise` while it serves), whether its process runs,
+its token (`.sentient/token`), and one question asked of it.
+
+Standard library only (http.client, not httpx): a command that asks the server a question
+is one that wants to start in a few tens of milliseconds. Any failure to answer (no server,
+a stale file, a server stopping or serving another vault, a token that differs, an error)
+is None, and the command does the work itself."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault listens
+TOKEN_FILE = "token"  # in .sentient/: the bearer token it checks (sentient.api.auth)
+ANSWER_WITHIN = 2.0  # seconds to connect, and then for each read, before the command does the work itself
+
+log = logging.getLogger("sentient.api")
+
+
+@contextmanager
+def advertise(state_dir: Path, url: str) -> Iterator[None]:
+    """Say, while serving, where this vault's server listens (`.sentient/server.json`: its URL
+    and process id), so that a command such as `sentient task run` or `sentient search` hands
+    its work to it."""
+    path = state_dir / SERVER_FILE
+    mine = json.dumps({"url": url, "pid": os.getpid()})
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(mine)
+    except OSError as exc:
+        log.warning("%s could not be written (%s): commands will do their work themselves", path, exc)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            if path.read_text() == mine:  # not another server's, started since
+                path.unlink()
+
+
+def recorded(state_dir: Path) -> tuple[str, str] | None:
+    """(url, token) of the server `state_dir/server.json` names, if its process runs and the
+    token file is there; None otherwise. Asks the server nothing."""
+    try:
+        found = json.loads((state_dir / SERVER_FILE).read_text(encoding="utf-8"))
+        os.kill(int(found["pid"]), 0)
+        url = str(found["url"])
+        token = (state_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (url, token) if token else None
+
+
+def ask(state_dir: Path, vault: Path, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+    """The JSON object the server of this vault answers to GET `path`?`params` with 200, when
+    that server says it serves `vault`; None for any other outcome."""
+    server = recorded(state_dir)
+    if server is None:
+        return None
+    import http.client
+    from urllib.parse import urlencode, urlsplit
+
+    url, token = server
+    where = urlsplit(url)
+    if where.scheme != "http" or where.hostname is None:
+        return None
+    connection = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=ANSWER_WITHIN)
+    try:
+        connection.request("GET", f"{path}?{urlencode(params)}",
+                           headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        response = connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            return None
+        answer = json.loads(body)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        connection.close()
+    if not isinstance(answer, dict) or answer.get("vault") != str(vault.resolve()):
+        return None  # another vault's server (its files copied here?): not this vault's answer
+    return answer
