@@ -58,8 +58,9 @@ def recorded(state_dir: Path) -> tuple[str, str] | None:
 
 
 def ask(state_dir: Path, vault: Path, path: str, params: dict[str, str]) -> dict[str, Any] | None:
-    """The JSON object the server of this vault answers to GET `path`?`params` with 200, when
-    that server says it serves `vault`; None for any other outcome."""
+    """The JSON object the server answers to GET `path`?`params`, when it says in it that it
+    serves `vault` (an error's body never does: a refused token, a bad request, a failure);
+    None for any other outcome."""
     server = recorded(state_dir)
     if server is None:
         return None
@@ -74,11 +75,7 @@ def ask(state_dir: Path, vault: Path, path: str, params: dict[str, str]) -> dict
     try:
         connection.request("GET", f"{path}?{urlencode(params)}",
                            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-        response = connection.getresponse()
-        body = response.read()
-        if response.status != 200:
-            return None
-        answer = json.loads(body)
+        answer = json.loads(connection.getresponse().read())
     except (OSError, http.client.HTTPException, ValueError):
         return None
     finally:
