@@ -2,8 +2,10 @@
 (`.sentient/server.json`, written by `advertise` while it serves), whether its process runs,
 its token (`.sentient/token`), and one question asked of it.
 
-Standard library only (http.client, not httpx): a command that asks the server a question
-is one that wants to start in a few tens of milliseconds. Any failure to answer (no server,
+One HTTP/1.0 request on a plain socket (not httpx, nor http.client, which bring email parsing
+and ssl): a command that asks the server a question is one that wants to start in a few tens of
+milliseconds. HTTP/1.0, so that the answer is the bytes up to the end of the connection (no
+chunks). Any failure to answer (no server,
 a stale file, a server stopping or serving another vault, a token that differs, an error)
 is None, and the command does the work itself."""
 
@@ -64,22 +66,28 @@ def ask(state_dir: Path, vault: Path, path: str, params: dict[str, str]) -> dict
     server = recorded(state_dir)
     if server is None:
         return None
-    import http.client
+    import socket
     from urllib.parse import urlencode, urlsplit
 
     url, token = server
-    where = urlsplit(url)
-    if where.scheme != "http" or where.hostname is None:
-        return None
-    connection = http.client.HTTPConnection(where.hostname, where.port or 80, timeout=ANSWER_WITHIN)
     try:
-        connection.request("GET", f"{path}?{urlencode(params)}",
-                           headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-        answer = json.loads(connection.getresponse().read())
-    except (OSError, http.client.HTTPException, ValueError):
+        where = urlsplit(url)
+        address = (where.hostname or "", where.port or 80)
+    except ValueError:  # a port that is not one
         return None
-    finally:
-        connection.close()
+    if where.scheme != "http" or not where.hostname:
+        return None
+    request = (f"GET {path}?{urlencode(params)} HTTP/1.0\r\nHost: {where.netloc}\r\nAuthorization: Bearer {token}\r\n"
+               "Accept: application/json\r\n\r\n")
+    try:
+        with socket.create_connection(address, timeout=ANSWER_WITHIN) as connection:
+            connection.sendall(request.encode("utf-8"))
+            received = []
+            while chunk := connection.recv(1 << 16):
+                received.append(chunk)
+        answer = json.loads(b"".join(received).partition(b"\r\n\r\n")[2])  # the body, after the headers
+    except (OSError, ValueError, UnicodeError):
+        return None
     if not isinstance(answer, dict) or answer.get("vault") != str(vault.resolve()):
-        return None  # another vault's server (its files copied here?): not this vault's answer
+        return None  # an error, or another vault's server (its files copied here?): not this vault's answer
     return answer

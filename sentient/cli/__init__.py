@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -135,6 +134,8 @@ def run(argv: list[str]) -> int:
             if args.patterns_error is None:
                 with open_workspace(settings, args.patterns) as workspace:
                     return handler(args, workspace)
+            import tempfile
+
             with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:  # an index of its own
                 with open_workspace(settings, args.patterns, Path(apart) / "index.sqlite") as workspace:
                     return handler(args, workspace)

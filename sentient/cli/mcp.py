@@ -8,7 +8,6 @@ with none, the tool says to start `sentient serve`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace, workspace: Workspace) -> int:
+    import logging
+
     import anyio
     from mcp.server.stdio import stdio_server
 
