@@ -7,8 +7,10 @@ run, alternating here and floor:
 - cold `sentient index` (no .sentient/) and its peak RSS; the floor's cold index (no database);
 - no-change `sentient index` and its peak RSS; the floor's no-change resync;
 - one-file update: one memory entry edited, then `sentient index` / the floor's resync;
-- one `sentient search WORD`: with no server (the search syncs first: a stat walk), and with
-  `sentient serve` running (its watcher keeps the index current: no sync); the floor's search;
+- one `sentient search WORD`: with no server (the search syncs first: a stat walk, then opens
+  the index and the embedding model itself), and with `sentient serve` running (the command asks
+  the server's GET /api/search and prints its answer: no index, no model in the command; checked
+  once per run by the command's imports); the floor's search;
 - in-process: `Index.search` p50/p95 over 200 queries, beside the same FTS5 query on the
   floor's database; the knowledge block's warm build (20 pinned notes), beside reading the
   20 notes' files;
@@ -173,6 +175,14 @@ def serve(root: Path) -> tuple[subprocess.Popen[bytes], float]:
     return child, time.perf_counter() - start
 
 
+def asked_the_server(root: Path, query: str) -> bool:
+    """Whether one `sentient search` with the server running was answered by it: the command then
+    imports nothing of the index (it would, had it searched itself)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *SENTIENT[1:], "--vault", str(root), "search",
+                           *query.split()], env=environment(), capture_output=True, text=True, check=True)
+    return "sentient.index.index" not in done.stderr
+
+
 def peak_of(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -232,6 +242,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
     server, started = serve(root)
     try:
         r["serve_start"], r["serve_rss"] = started, peak_of(server.pid)
+        r["served"] = asked_the_server(root, queries[0])
         watched = []
         for query in queries:
             watched.append(timed_child([*SENTIENT, "--vault", str(root), "search", *query.split()])[0])
@@ -268,7 +279,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ("one `sentient search WORD`, no server (syncs first), p50",
          lambda r: _pair(seconds, r["search_synced_p50"], r["floor_process_p50"])),
         ("the same, p95", lambda r: _pair(seconds, r["search_synced_p95"], r["floor_process_p95"])),
-        ("one `sentient search WORD`, `serve` watching (no sync), p50",
+        ("one `sentient search WORD`, `serve` running (asked of it), p50",
          lambda r: _pair(seconds, r["search_watched_p50"], r["floor_process_p50"])),
         ("the same, p95", lambda r: _pair(seconds, r["search_watched_p95"], r["floor_process_p95"])),
         ("in-process search p50 (200 queries)", lambda r: _pair(fine, r["search_p50"], r["floor_search_p50"])),
@@ -383,10 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     when = machine()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     results = [measure(int(size), args.out, args.searches) for size in args.sizes.split(",")]
+    served = ", ".join(f"{r['size']:,}: {'yes' if r['served'] else 'NO (it searched itself)'}" for r in results)
     text = (f"{args.heading}\n\n`python bench/bench_scale.py --sizes {args.sizes}` on {started}; {when}. Whole "
             "processes (start-up, imports and all) unless marked in-process; here / floor (ratio), the floor "
             "being bench/minimal_index.py on the same vault in the same run, alternating with it. Medians of 3 "
-            f"for index runs, of {args.searches} for whole-process searches.\n\n{table(results)}\n\n"
+            f"for index runs, of {args.searches} for whole-process searches. With `serve` running, the search was "
+            f"answered by the server (the command imported nothing of the index): {served}.\n\n{table(results)}\n\n"
             f"Targets (issue 23):\n\n{verdicts(results)}\n\n{NOTES}\n")
     print(text)
     if args.write:
