@@ -21,6 +21,7 @@ from typing import Any
 
 SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault listens
 TOKEN_FILE = "token"  # in .sentient/: the bearer token it checks (sentient.api.auth)
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # the names of this machine a command asks at
 ANSWER_WITHIN = 2.0  # seconds to connect, and then for each read, before the command does the work itself
 
 log = logging.getLogger("sentient.api")
@@ -75,8 +76,8 @@ def ask(state_dir: Path, vault: Path, path: str, params: dict[str, str]) -> dict
         address = (where.hostname or "", where.port or 80)
     except ValueError:  # a port that is not one
         return None
-    if where.scheme != "http" or not where.hostname:
-        return None
+    if where.scheme != "http" or where.hostname not in LOOPBACK:
+        return None  # a server that listens on another address is not asked: the token stays on this machine
     request = (f"GET {path}?{urlencode(params)} HTTP/1.0\r\nHost: {where.netloc}\r\nAuthorization: Bearer {token}\r\n"
                "Accept: application/json\r\n\r\n")
     try:

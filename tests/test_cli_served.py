@@ -66,6 +66,7 @@ class Server:
             self.searches += request.url.path == "/api/search"
             return await call_next(request)
 
+        self.token: str = app.state.token
         self.port = stack.enter_context(uvicorn_thread(app))
         stack.enter_context(advertise(self.state, f"http://127.0.0.1:{self.port}"))
 
@@ -135,6 +136,11 @@ def test_the_command_searches_itself_when_the_recorded_server_does_not_answer_fo
     mine = Server(vault, stack, watch=False)
     (state / TOKEN_FILE).write_text("not-the-token\n")
     assert searched(capsys, vault, WORDS) == expected and mine.searches == 1  # refused (401), then here
+    # an address that is not this machine's loopback (0.0.0.0 reaches the server here): not asked,
+    # so that the token is not sent over a network
+    recorded.write_text(json.dumps({"url": f"http://0.0.0.0:{mine.port}", "pid": os.getpid()}))
+    (state / TOKEN_FILE).write_text(mine.token)
+    assert searched(capsys, vault, WORDS) == expected and mine.searches == 1
     # the file names a process that has ended: the server is not even asked
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     recorded.write_text(json.dumps({"url": f"http://127.0.0.1:{mine.port}", "pid": int(ended.stdout)}))

@@ -11,12 +11,11 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from sentient.errors import SentientError
+from sentient.served import LOOPBACK
 
 if TYPE_CHECKING:
     from sentient.config import Settings
     from sentient.workspace import Workspace
-
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def add_parser(sub: Any) -> None:
