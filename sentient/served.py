@@ -12,7 +12,6 @@ is None, and the command does the work itself."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -23,9 +22,6 @@ SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault liste
 TOKEN_FILE = "token"  # in .sentient/: the bearer token it checks (sentient.api.auth)
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # the names of this machine a command asks at
 ANSWER_WITHIN = 2.0  # seconds to connect, and then for each read, before the command does the work itself
-
-log = logging.getLogger("sentient.api")
-
 
 @contextmanager
 def advertise(state_dir: Path, url: str) -> Iterator[None]:
@@ -38,7 +34,10 @@ def advertise(state_dir: Path, url: str) -> Iterator[None]:
         state_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(mine)
     except OSError as exc:
-        log.warning("%s could not be written (%s): commands will do their work themselves", path, exc)
+        import logging
+
+        logging.getLogger("sentient.api").warning("%s could not be written (%s): commands will do their work "
+                                                  "themselves", path, exc)
     try:
         yield
     finally:
