@@ -312,21 +312,37 @@ def machine() -> str:
 
 NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cProfile, `-X importtime`):
 
-- **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here and the
-  minimal search 40-60 ms. `import sentient.cli` took about 180 ms, of which `sentient.config`
-  was about 100 ms (Pydantic and making the settings models); the settings are typed classes of
-  their own now (sentient/sections.py, about 5 ms), `--version` no longer imports
-  importlib.metadata, and the compiled pattern set is read back from `.sentient/patterns.cache`
-  (plain JSON) in about 15 ms. That took one search with the index watched from 207 to 121 ms
-  at 10,000 entries (3.5x; 2026-12-07 11:06 UTC). Since search ranks by meaning too (issue 24),
-  a default (hybrid) `sentient search` also loads numpy, the embedding model's weights and the
-  vector matrix at start, about 0.3 s more; `--mode bm25` does not.
+- **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here (40 ms
+  at load 7) and the minimal search 40-60 ms (70 ms at load 7). `import sentient.cli` took about
+  180 ms, of which `sentient.config` was about 100 ms (Pydantic); the settings are typed classes of
+  their own now (sentient/sections.py), `--version` no longer imports importlib.metadata, and the
+  compiled pattern set is read back from `.sentient/patterns.cache` (plain JSON). Since search
+  ranks by meaning too (issue 24), a default (hybrid) `sentient search` that searches itself also
+  loads numpy, the embedding model's weights and the vector matrix, about 0.3 s more.
+- **With `sentient serve` running, `sentient search` asks it** (`GET /api/search`, one HTTP/1.0
+  request on a socket: http.client would bring email parsing and ssl) and prints its answer: the
+  command imports about 165 modules instead of 370 (no index, pattern set, store, numpy or model:
+  the command modules import the workspace only when a command opens it, `sentient.vault` its
+  parts on first use, and zoneinfo, difflib, tempfile, logging, socket, readline and mistune are
+  imported by what uses them). What is left is Python, argparse (every command's parser, about
+  40), the settings with PyYAML (which the floor imports too) and the vault's kinds; the server's
+  own search is 5 ms in BM25 and about 50 ms hybrid at load 7 (embedding the query), which a
+  default search waits for. Side by side at 10,000 entries, load 7 (2026-12-07 13:40 UTC, medians
+  of 10): `python -c pass` 43 ms, minimal search 71 ms, a search answered by the server 162 ms
+  with `--mode bm25` (2.3x) and 233 ms hybrid (3.3x); no-change `sentient index` 349 ms against
+  the minimal resync's 146 ms (2.4x).
+- **A no-change `sentient index`** pays the same imports, plus the index's and the threat
+  patterns' (the pattern set is read back from its cache for the index's fingerprint) and
+  importlib.metadata (the embedding package's version, for the stored model's id), then a walk
+  that costs what the floor's does. What would take it under 2x: a fingerprint read without
+  loading the whole pattern set, and the package version found without importlib.metadata.
 - **A cold index now embeds** every entry, note, plan and session message for search by meaning
   (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
   peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
 - **A search with no server syncs first**: a walk that stats every file (0.5-1 s at 100,000
-  entries; 1.1-1.4x the minimal resync). With `sentient serve` running, its watcher holds the
-  index's lease and the search does not walk at all.
+  entries; 1.1-1.4x the minimal resync), then opens the index and the embedding model itself. A
+  search of a vault whose index a watcher keeps current (the lease) but whose server cannot be
+  asked (another address) does not walk.
 - **Memory is bounded by the batch.** A sync walks each folder's files a chunk at a time for its
   state, looks a changed folder's files up 2,000 at a time, and writes 5,000 rows a transaction;
   it keeps no judgment in the judge's cache (the rows hold them). What is left at 100,000 entries is
