@@ -7,8 +7,10 @@ run, alternating here and floor:
 - cold `sentient index` (no .sentient/) and its peak RSS; the floor's cold index (no database);
 - no-change `sentient index` and its peak RSS; the floor's no-change resync;
 - one-file update: one memory entry edited, then `sentient index` / the floor's resync;
-- one `sentient search WORD`: with no server (the search syncs first: a stat walk), and with
-  `sentient serve` running (its watcher keeps the index current: no sync); the floor's search;
+- one `sentient search WORD`: with no server (the search syncs first: a stat walk, then opens
+  the index and the embedding model itself), and with `sentient serve` running (the command asks
+  the server's GET /api/search and prints its answer: no index, no model in the command; checked
+  once per run by the command's imports); the floor's search;
 - in-process: `Index.search` p50/p95 over 200 queries, beside the same FTS5 query on the
   floor's database; the knowledge block's warm build (20 pinned notes), beside reading the
   20 notes' files;
@@ -173,6 +175,14 @@ def serve(root: Path) -> tuple[subprocess.Popen[bytes], float]:
     return child, time.perf_counter() - start
 
 
+def asked_the_server(root: Path, query: str) -> bool:
+    """Whether one `sentient search` with the server running was answered by it: the command then
+    imports nothing of the index (it would, had it searched itself)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *SENTIENT[1:], "--vault", str(root), "search",
+                           *query.split()], env=environment(), capture_output=True, text=True, check=True)
+    return "sentient.index.index" not in done.stderr
+
+
 def peak_of(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -232,6 +242,7 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
     server, started = serve(root)
     try:
         r["serve_start"], r["serve_rss"] = started, peak_of(server.pid)
+        r["served"] = asked_the_server(root, queries[0])
         watched = []
         for query in queries:
             watched.append(timed_child([*SENTIENT, "--vault", str(root), "search", *query.split()])[0])
@@ -268,7 +279,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ("one `sentient search WORD`, no server (syncs first), p50",
          lambda r: _pair(seconds, r["search_synced_p50"], r["floor_process_p50"])),
         ("the same, p95", lambda r: _pair(seconds, r["search_synced_p95"], r["floor_process_p95"])),
-        ("one `sentient search WORD`, `serve` watching (no sync), p50",
+        ("one `sentient search WORD`, `serve` running (asked of it), p50",
          lambda r: _pair(seconds, r["search_watched_p50"], r["floor_process_p50"])),
         ("the same, p95", lambda r: _pair(seconds, r["search_watched_p95"], r["floor_process_p95"])),
         ("in-process search p50 (200 queries)", lambda r: _pair(fine, r["search_p50"], r["floor_search_p50"])),
@@ -301,21 +312,37 @@ def machine() -> str:
 
 NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cProfile, `-X importtime`):
 
-- **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here and the
-  minimal search 40-60 ms. `import sentient.cli` took about 180 ms, of which `sentient.config`
-  was about 100 ms (Pydantic and making the settings models); the settings are typed classes of
-  their own now (sentient/sections.py, about 5 ms), `--version` no longer imports
-  importlib.metadata, and the compiled pattern set is read back from `.sentient/patterns.cache`
-  (plain JSON) in about 15 ms. That took one search with the index watched from 207 to 121 ms
-  at 10,000 entries (3.5x; 2026-12-07 11:06 UTC). Since search ranks by meaning too (issue 24),
-  a default (hybrid) `sentient search` also loads numpy, the embedding model's weights and the
-  vector matrix at start, about 0.3 s more; `--mode bm25` does not.
+- **Start-up is most of a small command.** A bare `python -c pass` takes about 20 ms here (40 ms
+  at load 7) and the minimal search 40-60 ms (70 ms at load 7). `import sentient.cli` took about
+  180 ms, of which `sentient.config` was about 100 ms (Pydantic); the settings are typed classes of
+  their own now (sentient/sections.py), `--version` no longer imports importlib.metadata, and the
+  compiled pattern set is read back from `.sentient/patterns.cache` (plain JSON). Since search
+  ranks by meaning too (issue 24), a default (hybrid) `sentient search` that searches itself also
+  loads numpy, the embedding model's weights and the vector matrix, about 0.3 s more.
+- **With `sentient serve` running, `sentient search` asks it** (`GET /api/search`, one HTTP/1.0
+  request on a socket: http.client would bring email parsing and ssl) and prints its answer: the
+  command imports about 165 modules instead of 370 (no index, pattern set, store, numpy or model:
+  the command modules import the workspace only when a command opens it, `sentient.vault` its
+  parts on first use, and zoneinfo, difflib, tempfile, logging, socket, readline and mistune are
+  imported by what uses them). What is left is Python, argparse (every command's parser, about
+  40), the settings with PyYAML (which the floor imports too) and the vault's kinds; the server's
+  own search is 5 ms in BM25 and about 50 ms hybrid at load 7 (embedding the query), which a
+  default search waits for. Side by side at 10,000 entries, load 7 (2026-12-07 13:40 UTC, medians
+  of 10): `python -c pass` 43 ms, minimal search 71 ms, a search answered by the server 162 ms
+  with `--mode bm25` (2.3x) and 233 ms hybrid (3.3x); no-change `sentient index` 349 ms against
+  the minimal resync's 146 ms (2.4x).
+- **A no-change `sentient index`** pays the same imports, plus the index's and the threat
+  patterns' (the pattern set is read back from its cache for the index's fingerprint) and
+  importlib.metadata (the embedding package's version, for the stored model's id), then a walk
+  that costs what the floor's does. What would take it under 2x: a fingerprint read without
+  loading the whole pattern set, and the package version found without importlib.metadata.
 - **A cold index now embeds** every entry, note, plan and session message for search by meaning
   (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
   peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
 - **A search with no server syncs first**: a walk that stats every file (0.5-1 s at 100,000
-  entries; 1.1-1.4x the minimal resync). With `sentient serve` running, its watcher holds the
-  index's lease and the search does not walk at all.
+  entries; 1.1-1.4x the minimal resync), then opens the index and the embedding model itself. A
+  search of a vault whose index a watcher keeps current (the lease) but whose server cannot be
+  asked (another address) does not walk.
 - **Memory is bounded by the batch.** A sync walks each folder's files a chunk at a time for its
   state, looks a changed folder's files up 2,000 at a time, and writes 5,000 rows a transaction;
   it keeps no judgment in the judge's cache (the rows hold them). What is left at 100,000 entries is
@@ -383,10 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     when = machine()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     results = [measure(int(size), args.out, args.searches) for size in args.sizes.split(",")]
+    served = ", ".join(f"{r['size']:,}: {'yes' if r['served'] else 'NO (it searched itself)'}" for r in results)
     text = (f"{args.heading}\n\n`python bench/bench_scale.py --sizes {args.sizes}` on {started}; {when}. Whole "
             "processes (start-up, imports and all) unless marked in-process; here / floor (ratio), the floor "
             "being bench/minimal_index.py on the same vault in the same run, alternating with it. Medians of 3 "
-            f"for index runs, of {args.searches} for whole-process searches.\n\n{table(results)}\n\n"
+            f"for index runs, of {args.searches} for whole-process searches. With `serve` running, the search was "
+            f"answered by the server (the command imported nothing of the index): {served}.\n\n{table(results)}\n\n"
             f"Targets (issue 23):\n\n{verdicts(results)}\n\n{NOTES}\n")
     print(text)
     if args.write:

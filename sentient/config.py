@@ -6,16 +6,17 @@ here reads the process environment by itself.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from sentient.errors import ConfigError
 from sentient.sections import Field, Invalid, Problem, Section
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 CONFIG_FILE = "sentient.yaml"
 LOCAL_MODEL = "local"  # `local` or `local:<path.gguf>`: the embedded llama.cpp model
@@ -24,6 +25,8 @@ CHARS_PER_TOKEN = 4  # about, in English: what a budget in tokens holds in chara
 
 def zone_named(name: str) -> ZoneInfo:
     """The IANA time zone `name` (Europe/Berlin, UTC); ValueError saying what to write instead."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones  # here: most commands need none
+
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -393,6 +396,8 @@ def _problem(problem: Problem) -> str:
                 f"`api_key_env: OPENAI_API_KEY`")
     section = _section_at(loc[:-1])
     known = [n for n in (section.setting_types() if section is not None else {}) if n != "vault"]
+    import difflib
+
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     prefix = "".join(f"{p}." for p in loc[:-1])
     hint = f"did you mean '{prefix}{close[0]}'?" if close else "the settings are listed in docs/configuration.md"

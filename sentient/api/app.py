@@ -3,11 +3,9 @@ watcher, and stops them cleanly. Nothing is built at import time."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient.agent.turn import Agent
-from sentient.api import chat, docs, git, health, memory, people, personas, sessions, skills, tasks, v1
+from sentient.api import chat, docs, git, health, memory, people, personas, search, sessions, skills, tasks, v1
 from sentient.api.auth import TokenGate, load_or_create_token, require_token
 from sentient.api.guard import RequestGuard
 from sentient.api.mcp import build_server, mounted
@@ -31,6 +29,7 @@ from sentient.conflicts import PeriodicSync
 from sentient.errors import SentientError
 from sentient.index.background import BackgroundEmbedding
 from sentient.llm import LLM
+from sentient.served import advertise as advertise  # for `sentient serve`, and tests
 from sentient.tasks.runner import Runner
 from sentient.tasks.scheduler import Scheduler
 from sentient.tools import build_registry
@@ -217,6 +216,7 @@ def create_app(
     _handlers(app)
     protected = [Depends(require_token)]
     app.include_router(health.router, dependencies=protected)
+    app.include_router(search.router, dependencies=protected)
     app.include_router(chat.router, dependencies=protected)
     app.include_router(sessions.router, dependencies=protected)
     app.include_router(skills.router, dependencies=protected)
@@ -239,28 +239,6 @@ def create_app(
 def _let_go(watcher: Watcher, path: Path | None) -> None:
     if path is not None:
         watcher.let_go(path)
-
-
-SERVER_FILE = "server.json"  # in .sentient/: where a server of this vault listens, for `sentient task run`
-
-
-@contextmanager
-def advertise(state_dir: Path, url: str) -> Iterator[None]:
-    """Say, while serving, where this vault's server listens (`.sentient/server.json`: its URL
-    and process id), so that a command such as `sentient task run` hands its work to it."""
-    path = state_dir / SERVER_FILE
-    mine = json.dumps({"url": url, "pid": os.getpid()})
-    try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(mine)
-    except OSError as exc:
-        log.warning("%s could not be written (%s): commands will run tasks themselves", path, exc)
-    try:
-        yield
-    finally:
-        with suppress(OSError):
-            if path.read_text() == mine:  # not another server's, started since
-                path.unlink()
 
 
 SHOWN_TASKS = 10  # next due times serve prints at start; /api/health has them all

@@ -14,7 +14,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-TOKEN_FILE = "token"
+from sentient.served import TOKEN_FILE
+
 BEARER = "bearer"  # the security scheme's name in /openapi.json
 # Declares the scheme in the OpenAPI schema, so that clients and the /docs page send the token.
 bearer = HTTPBearer(scheme_name=BEARER, auto_error=False,

@@ -8,7 +8,9 @@ works on.
 What a command needs beyond the workspace and the scanner is imported by that command, not
 at the top of its module: the server (FastAPI, uvicorn) and the agent take most of a second to
 import, and the model client, memory, doctor and knowledge modules another tenth, which every
-`sentient scan` of one file would wait for.
+`sentient scan` of one file would wait for. The workspace (the index, the pattern set, the
+vault's store) is imported only by a command that opens it: `sentient search` asks a running
+`sentient serve` of the vault first (sentient.served), and loads none of it when that answers.
 """
 
 from __future__ import annotations
@@ -16,22 +18,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sentient.cli import chat, git, mcp, people, scan, serve, session, task, vault
 from sentient.cli import memory as memory_commands
 from sentient.cli.serve import bind, listen
-from sentient.cli.vault import cmd_init, doctors_patterns
+from sentient.cli.vault import cmd_init, doctors_patterns, search_on_server
 from sentient.config import NoVaultHere, Settings, load_settings
 from sentient.errors import SentientError
-from sentient.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 __all__ = ["build_parser", "listen", "main", "run"]
 
-Command = Callable[[argparse.Namespace, Workspace], int]
+Command = Callable[[argparse.Namespace, "Workspace"], int]
 VAULT_HELP = ("the vault: a folder with a sentient.yaml (default: $SENTIENT_VAULT, else the nearest folder "
               "from the current one upwards that has a sentient.yaml)")
 # The command groups, in the order `sentient --help` lists them (memory last, and only where
@@ -110,6 +114,12 @@ def run(argv: list[str]) -> int:
     try:
         if args.command == "init":
             return cmd_init(args)
+        if settings is not None and args.command == "search":
+            answered = search_on_server(args, settings)  # None: no server of this vault answered
+            if answered is not None:
+                return answered
+        from sentient.workspace import open_workspace
+
         if settings is None and args.command == "scan" and isinstance(failure, NoVaultHere):
             settings = Settings(vault=Path.cwd())  # scan needs no vault: the packaged patterns judge
         if settings is None:
@@ -124,6 +134,8 @@ def run(argv: list[str]) -> int:
             if args.patterns_error is None:
                 with open_workspace(settings, args.patterns) as workspace:
                     return handler(args, workspace)
+            import tempfile
+
             with tempfile.TemporaryDirectory(prefix="sentient-doctor-") as apart:  # an index of its own
                 with open_workspace(settings, args.patterns, Path(apart) / "index.sqlite") as workspace:
                     return handler(args, workspace)

@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
-    import readline
-except ImportError:  # not on every platform; the chat works without line editing
-    readline = None  # type: ignore[assignment]
-
-from sentient.workspace import Workspace
-
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 def add_parser(sub: Any) -> None:
     chat = sub.add_parser("chat", help="chat with the agent in the terminal")
@@ -27,6 +22,10 @@ def cmd_chat(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.agent.turn import open_agent
     from sentient.chat import repl
 
+    try:
+        import readline  # here: importing it costs every other command a few milliseconds
+    except ImportError:  # not on every platform; the chat works without line editing
+        readline = None  # type: ignore[assignment]
     history = workspace.vault.state_dir / "chat_history"
     if readline is not None:
         with suppress(OSError):

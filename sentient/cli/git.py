@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import plural
-from sentient.vault.sync import ConflictCopy
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.vault.sync import ConflictCopy
+    from sentient.workspace import Workspace
 
 
 def add_parser(sub: Any) -> None:

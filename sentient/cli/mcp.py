@@ -8,14 +8,15 @@ with none, the tool says to start `sentient serve`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.task import running_server, start_on
 from sentient.errors import SentientError
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 POLICIES = ("read-write", "read-only", "off")
 
@@ -32,6 +33,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace, workspace: Workspace) -> int:
+    import logging
+
     import anyio
     from mcp.server.stdio import stdio_server
 

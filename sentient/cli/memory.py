@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import entry_text, plural, read_stdin, utf8_argument
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 
 def add_parser(sub: Any) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sentient.workspace import Workspace
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
+
 
 
 def add_parser(sub: Any) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from sentient.threats import Finding, PatternSet
-from sentient.workspace import Workspace
+    from sentient.workspace import Workspace
 
 BINARY = "not text (it holds binary data)"
 # Inputs are read, then scanned in one batch (scan_many), then printed: at most this many, or

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import socket
 import sys
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sentient.config import Settings
 from sentient.errors import SentientError
-from sentient.workspace import Workspace
+from sentient.served import LOOPBACK
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+if TYPE_CHECKING:
+    import socket
+
+    from sentient.config import Settings
+    from sentient.workspace import Workspace
 
 
 def add_parser(sub: Any) -> None:
@@ -26,6 +28,8 @@ def add_parser(sub: Any) -> None:
 
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to host:port (port 0: any free one), or a SentientError saying why not."""
+    import socket  # here: only `serve` listens
+
     if not 0 <= port <= 65535:
         raise SentientError(f"--port {port}: a port is 1-65535, or 0 for any free port")
     try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import count_in
-from sentient.vault.document import Document
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.vault.document import Document
+    from sentient.workspace import Workspace
 
 
 def add_parser(sub: Any) -> None:

@@ -13,11 +13,13 @@ import sys
 import threading
 import time
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import count_in, read_stdin
 from sentient.errors import NotFound, SentientError
-from sentient.workspace import Workspace
+
+if TYPE_CHECKING:
+    from sentient.workspace import Workspace
 
 POLL = 0.25  # seconds between looks at a run file being followed
 
@@ -222,23 +224,21 @@ def start_on(server: tuple[str, str], task: str) -> str:
 
 def running_server(workspace: Workspace) -> tuple[str, str] | None:
     """(url, token) of a server serving this vault now, if one is (.sentient/server.json)."""
-    from sentient.api.auth import load_or_create_token
+    from sentient.served import recorded
 
-    try:
-        found = json.loads((workspace.vault.state_dir / "server.json").read_text())
-        os.kill(int(found["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
+    found = recorded(workspace.vault.state_dir)
+    if found is None:
         return None
-    token, _ = load_or_create_token(workspace.settings.state_dir)
+    url, token = found
     import httpx
 
     try:
-        health = httpx.get(f"{found['url']}/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+        health = httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=5)
     except httpx.HTTPError:
         return None
     if health.status_code != 200 or health.json().get("vault") != str(workspace.vault.root):
         return None
-    return str(found["url"]), token
+    return url, token
 
 
 def _run_here(workspace: Workspace, task: str) -> int:

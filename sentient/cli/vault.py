@@ -8,16 +8,19 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import Progress, count_in, plural, utf8_argument
-from sentient.config import Settings
-from sentient.embedding import problem as semantic_problem
-from sentient.errors import ConfigError
-from sentient.index.reader import MODES
-from sentient.threats import PatternSet
-from sentient.vault.kinds import KINDS, one_line
-from sentient.workspace import Workspace
+from sentient.search import MODES
+from sentient.vault.kinds import KINDS
+
+if TYPE_CHECKING:
+    from sentient.config import Settings
+    from sentient.threats import PatternSet
+    from sentient.workspace import Workspace
+
+# The fields of a hit `sentient search --json` prints (GET /api/search has two more: allowed, ref).
+JSON_FIELDS = ("kind", "id", "path", "title", "snippet", "score", "flagged", "withheld", "patterns")
 
 
 def add_parser(sub: Any) -> None:
@@ -55,6 +58,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
+    from sentient.embedding import problem as semantic_problem
+
     progress = Progress("indexing")
     index = workspace.index
     report = index.rebuild(progress) if args.rebuild else index.sync(progress)
@@ -79,47 +84,49 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
 
 
 def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.memory import judge_hit
-    from sentient.search import find, snippet_line
+    from sentient.search import show
+
     query = utf8_argument(" ".join(args.query), "the query")
-    if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
-        workspace.index.sync()
-    if args.mode not in (None, "bm25") and (off := semantic_problem()) is not None:
-        print(off, file=sys.stderr)
-    found = find(workspace.index, query, kind=args.kind, limit=args.limit, mode=args.mode)
-    hits = found.hits
-    judged = [judge_hit(workspace, hit.kind, hit.key) for hit in hits]
+    return print_found(args, show(workspace, query, kind=args.kind, limit=args.limit, mode=args.mode).as_dict())
+
+
+def search_on_server(args: argparse.Namespace, settings: Settings) -> int | None:
+    """The search asked of a running `sentient serve` of this vault, printed as cmd_search
+    prints it; None when no server answers (none runs, it is stopping, it serves another vault,
+    the token differs): then the command searches itself. The server's watcher keeps its index
+    current, its model and vectors are loaded: this process loads neither the index nor numpy."""
+    from sentient import served
+
+    query = utf8_argument(" ".join(args.query), "the query")
+    params = {"q": query, "limit": str(args.limit), **({"kind": args.kind} if args.kind else {}),
+              **({"mode": args.mode} if args.mode else {})}
+    answer = served.ask(settings.state_dir, settings.vault, "/api/search", params)
+    return None if answer is None else print_found(args, answer)
+
+
+def print_found(args: argparse.Namespace, found: dict[str, Any]) -> int:
+    """Print a search's answer (sentient.search.Shown.as_dict, here or from a server)."""
+    if found["problem"]:
+        print(found["problem"], file=sys.stderr)
+    hits: list[dict[str, Any]] = found["hits"]
     if args.json:
-        rows = [
-            {
-                "kind": hit.kind,
-                "id": hit.key,
-                "path": str(hit.path),
-                "title": one_line(hit.title),
-                "snippet": hit.snippet,
-                "score": round(hit.score, 4),
-                "flagged": entry is not None and entry.flagged,
-                "withheld": entry is not None and entry.withheld,
-                "patterns": list(entry.patterns) if entry is not None else [],
-            }
-            for hit, entry in zip(hits, judged, strict=True)
-        ]
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(json.dumps([{field: hit[field] for field in JSON_FIELDS} for hit in hits], ensure_ascii=False, indent=2))
         return 0
     if not hits:
         print("no matches")
         return 0
-    for rank, (hit, entry) in enumerate(zip(hits, judged, strict=True), 1):  # one line a hit
-        mark = "!" if entry is not None and entry.withheld else ("~" if entry is not None and entry.flagged else " ")
-        title = one_line(hit.title)
-        line = f"{rank:>2}.{mark}[{hit.kind}] {hit.key}  {title}"
-        if entry is not None and entry.flagged:
-            state = "allowed by you at this revision" if entry.allowed else "flagged: withheld from the model"
-            line += f"  ({state} ({', '.join(entry.patterns)}); see `sentient memory show {entry.ref}`)"
-        elif snippet := snippet_line(hit.snippet, title):
+    from sentient.search import snippet_line
+
+    for rank, hit in enumerate(hits, 1):  # one line a hit
+        mark = "!" if hit["withheld"] else ("~" if hit["flagged"] else " ")
+        line = f"{rank:>2}.{mark}[{hit['kind']}] {hit['id']}  {hit['title']}"
+        if hit["flagged"]:
+            state = "allowed by you at this revision" if hit["allowed"] else "flagged: withheld from the model"
+            line += f"  ({state} ({', '.join(hit['patterns'])}); see `sentient memory show {hit['ref']}`)"
+        elif snippet := snippet_line(hit["snippet"], hit["title"]):
             line += f"  — {snippet}"
         print(line)
-    if found.more_chats:
+    if found["more_chats"]:
         print(f"more in chat sessions: sentient search --kind session {' '.join(args.query)}")
     return 0
 
@@ -127,7 +134,10 @@ def cmd_search(args: argparse.Namespace, workspace: Workspace) -> int:
 def doctors_patterns(settings: Settings) -> tuple[PatternSet, str | None]:
     """(the vault's set, None), or (the shipped set, why the vault's own do not load): doctor
     reports a broken pattern as one problem and still examines everything else."""
+    from sentient.errors import ConfigError
+    from sentient.threats import PatternSet
     from sentient.workspace import load_patterns
+
     try:
         return load_patterns(settings), None
     except ConfigError as exc:

@@ -31,10 +31,10 @@ from sentient.index.schema import (
     phrases,
 )
 from sentient.index.vectors import Matrix, blended, fused
+from sentient.search import MODES as MODES  # where the CLI, which loads no index, finds them
 from sentient.vault.store import Problem, Vault
 from sentient.vault.sync import conflict_of
 
-MODES = ("bm25", "vector", "hybrid")
 # Of each ranking fused: the best this many (at least the limit) of BM25 and of vectors. A paraphrase's
 # answer is often high among the vectors and deep in BM25 (it holds the name only): fusing the best 20
 # of each lost that (bench_recall recall@10 0.70 -> 0.67, paraphrased 0.27 -> 0.17).

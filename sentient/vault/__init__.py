@@ -1,7 +1,24 @@
-"""The vault: markdown files with YAML frontmatter, one folder per kind."""
+"""The vault: markdown files with YAML frontmatter, one folder per kind.
 
-from sentient.vault.document import Document, check_id, content_revision
-from sentient.vault.kinds import KINDS
-from sentient.vault.store import Listing, Problem, Vault
+The names below are imported on first use, not with the package: a command that needs one
+module of it (`sentient search` its kinds' names) does not pay for the store and its imports."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentient.vault.document import Document, check_id, content_revision
+    from sentient.vault.kinds import KINDS
+    from sentient.vault.store import Listing, Problem, Vault
 
 __all__ = ["KINDS", "Document", "Listing", "Problem", "Vault", "check_id", "content_revision"]
+_HOME = {"Document": "document", "check_id": "document", "content_revision": "document", "KINDS": "kinds",
+         "Listing": "store", "Problem": "store", "Vault": "store"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

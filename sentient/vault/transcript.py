@@ -24,14 +24,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import mistune
-
 HEADING = re.compile(r"^## ([a-z][a-z_-]*) · (\S+)( · pinned)?[ \t]*\r?$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 CALL_TAG = "json tool-call"
 RESULT_TAG = "json tool-result"
 
-_markdown = mistune.create_markdown(renderer=None)
 _UNWRITABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -109,6 +106,15 @@ def _sections(body: str) -> tuple[str, list[tuple[str, str, bool, str]]]:
     return "".join(preamble), [(role, time, pinned, "".join(lines)) for role, time, pinned, lines in sections]
 
 
+@functools.cache
+def _markdown() -> Any:
+    """The markdown parser (tokens, no rendering), made on first use: only a message with a tool
+    block needs it, and importing mistune costs every command that reads no such message 10 ms."""
+    import mistune
+
+    return mistune.create_markdown(renderer=None)
+
+
 @functools.lru_cache(maxsize=1024)  # a session is parsed again on every turn; its old sections never change
 def _message(role: str, time: str, pinned: bool, raw: str) -> Message:
     content = raw.split("\n", 1)[1] if "\n" in raw else ""
@@ -116,7 +122,7 @@ def _message(role: str, time: str, pinned: bool, raw: str) -> Message:
         return Message(role, time, content.strip("\n"), (), (), pinned, raw)
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
-    tokens = _markdown(content)
+    tokens = _markdown()(content)
     assert isinstance(tokens, list)
     text = content
     for token in tokens:
