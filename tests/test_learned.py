@@ -64,6 +64,15 @@ def test_the_shipped_model_is_plain_float16_data_and_scores_as_the_training_expo
     assert whole == pytest.approx([score for _, score in references], abs=1e-3)
 
 
+def test_a_reading_cuts_the_texts_into_their_sentences() -> None:
+    texts = ["One. Two!\nThree? four", "", "Ends with a cut. ", "a\x00b", "\n", "Last"]
+    reading = read(texts)
+    found = [(int(number), bytes(reading.data[start:end]).decode())
+             for start, end, number in zip(reading.starts, reading.ends, reading.texts, strict=True)]  # fmt: skip
+    assert found == [(0, "one. "), (0, "two!\n"), (0, "three? "), (0, "four"), (2, "ends with a cut. "),
+                     (3, "a b"), (4, "\n"), (5, "last")]  # fmt: skip
+
+
 def test_the_fast_ways_score_exactly_as_the_reference_buckets_do() -> None:
     """The batch's chunked hashing gives, byte for byte, the weights of `buckets` (the hashing
     the training script uses), across a chunk's seam; and one text judged alone the short way

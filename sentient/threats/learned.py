@@ -72,24 +72,31 @@ class Reading:
 
 def read(texts: Sequence[str]) -> Reading:
     """`Reading` of the texts. Only a text with characters outside ASCII is NFKC'd (an ASCII
-    text already is)."""
+    text already is). The sentences are found from where the texts begin and end (the _TEXT
+    between them) and where they are cut, a few passes over the bytes: a sentence begins where
+    its text does or after a cut inside it, and ends where the next one begins or its text ends."""
     import numpy as np
 
     lowered = [text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower() for text in texts]
     data = _encoded(lowered)
     separators = max(len(texts) - 1, 0)
-    if np.count_nonzero(data == 2) != separators or np.count_nonzero(data < 2) != 2 * (LONGEST - 1) * separators + 8:
+    if np.count_nonzero(data < 3) != (2 * (LONGEST - 1) + 1) * separators + 8:  # more than _TEXT's and the end's
         data = _encoded([_CONTROLS.sub(" ", text) for text in lowered])  # a text's own NUL, \x01 or \x02: a space
-    outside = (data == 0) | (data == 2)
-    cut = data == 10
-    cut[1:] |= (data[1:] == 32) & ((data[:-1] == 46) | (data[:-1] == 33) | (data[:-1] == 63))
-    first = ~outside
-    first[1:] &= outside[:-1] | cut[:-1]
-    last = ~outside
-    last[:-1] &= outside[1:] | cut[:-1]
-    starts, ends = np.flatnonzero(first), np.flatnonzero(last) + 1
-    marks = np.flatnonzero(data == 2)
-    return Reading(data, starts, ends, np.searchsorted(marks, starts), len(texts))
+    marks = np.flatnonzero(data == 2)  # one in each _TEXT
+    text_starts = np.concatenate(([0], marks + LONGEST))
+    text_ends = np.concatenate((marks - (LONGEST - 1), [len(data) - 8]))
+    spaces = np.flatnonzero(data[1:] == 32)  # the byte before each space
+    before = data[spaces]
+    cuts = np.concatenate((np.flatnonzero(data == 10), spaces[(before == 46) | (before == 33) | (before == 63)] + 1))
+    after = cuts + 1  # a sentence begins there unless its text ends there (a NUL of _TEXT or of the end)
+    starts = np.sort(np.concatenate((text_starts[text_starts < text_ends], after[data[after] > 2])))
+    numbers = np.searchsorted(marks, starts)  # the text of each sentence
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    last = np.ones(len(starts), dtype=bool)  # its text's last sentence: it ends where the text does
+    last[:-1] = numbers[1:] != numbers[:-1]
+    ends[last] = text_ends[numbers[last]]
+    return Reading(data, starts, ends, numbers, len(texts))
 
 
 def _encoded(lowered: Sequence[str]) -> Any:
@@ -97,12 +104,12 @@ def _encoded(lowered: Sequence[str]) -> Any:
     numpy array with 8 NUL bytes at the end (so that every n-gram can be read as a number)."""
     import numpy as np
 
-    joined = _TEXT.join(lowered)
-    if "\r" in joined:
-        joined = joined.replace("\r\n", "\n").replace("\r", "\n")
-    if "\t" in joined:
-        joined = joined.replace("\t", " ")
-    return np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0" * 8, dtype=np.uint8)
+    joined = _TEXT.join(lowered).encode("utf-8", "surrogatepass")  # looked through as bytes: memchr's speed
+    if b"\r" in joined:  # CR, LF and tab are single bytes of UTF-8, never part of a character's
+        joined = joined.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if b"\t" in joined:
+        joined = joined.replace(b"\t", b" ")
+    return np.frombuffer(joined + b"\0" * 8, dtype=np.uint8)
 
 
 def buckets(reading: Reading, n: int, bits: int) -> Any:
