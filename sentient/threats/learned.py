@@ -304,8 +304,8 @@ class Detector:
 
     def _judge_one(self, text: str) -> Hit | None:
         """`judge([text])[0]` the short way: the text read as `read` does, its sentences found by
-        a regular expression, one `Hashing.weigh` and one reduceat in numpy, the scores in Python
-        floats (the same IEEE operations as `score`'s, in the same order: the same numbers)."""
+        `_ends`, one `Hashing.weigh` and one reduceat in numpy, the scores in Python floats (the
+        same IEEE operations as `score`'s, in the same order: the same numbers)."""
         import numpy as np
 
         lowered = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower()
