@@ -59,7 +59,7 @@ class Reader:
     _folder_versions: Counter[str]
     _corrupt: bool
     _embedder: Callable[[], Embedder | None] | None  # the model, when this index ranks by meaning too
-    _matrix: Matrix | None  # every vector, as of Matrix.version
+    _matrix: Matrix | None  # every vector, as of Matrix.state
 
     # --- connections -----------------------------------------------------------------
 
@@ -189,10 +189,8 @@ class Reader:
 
     def _nearest(self, query: Any, clauses: str, params: list[str], limit: int) -> list[Hit]:
         """The `limit` documents passing the filters whose best piece is nearest the query, by cosine."""
-        matrix = self._matrix
-        if matrix is None or matrix.version != self.version:
-            with self._reading() as conn:
-                matrix = self._matrix = Matrix.load(conn, self.version)
+        with self._reading() as conn:
+            matrix = self._matrix = Matrix.load(conn, self.path, self._generation, self._matrix)
         most = limit * PREFETCH
         while True:
             near = matrix.nearest(query, most)
