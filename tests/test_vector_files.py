@@ -229,3 +229,11 @@ def test_a_flagged_entry_is_never_recalled_with_the_vectors_file(make_vault: Cal
         result = str(scripted.requests[-1]["messages"][-1]["content"])
         assert "evil.example" not in result and "Pricing page notes" not in result, (mode, result)
     assert "evil.example" not in scripted.all_prompt_text()
+
+
+def test_a_hybrid_hit_shows_where_its_words_are_or_the_piece_found_by_meaning(index: Index) -> None:
+    by_words = index.search("boiler pressure", mode="hybrid")[0]
+    assert by_words.key == "boiler" and "[boiler]" in by_words.snippet.lower()  # FTS5's snippet: its words marked
+    by_meaning = next(hit for hit in index.search("where does she work as an educator", mode="hybrid")
+                      if hit.key == "anika")
+    assert by_meaning.snippet == "Anika Anika teaches maths at the primary school in Leeds."  # the piece embedded

@@ -112,6 +112,8 @@ class Index(Reader):
         self._first_new = 0  # rows of ids above this were written by the sync under way
         self._embedder = embedder
         self._matrix = None
+        self._queries: dict[tuple[str, str], Any] = {}
+        self._pool = None
         self._embedding = threading.Lock()  # one embed() at a time
         self._embedded_at: tuple[int, int] | None = None  # the version every document was embedded at
         self._writer = self._open()
@@ -178,6 +180,10 @@ class Index(Reader):
         self._writer = self._open()
 
     def close(self) -> None:
+        with self._readers_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:  # its searches finish first (outside the lock their connections are listed under)
+            pool.shutdown()
         with self._lock, self._readers_lock:
             for conn in [self._writer, *self._readers]:
                 conn.close()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
+from sentient.vault.kinds import KINDS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,10 +79,13 @@ def pieces(kind: str, title: str, body: str) -> list[str]:
 
 
 def pending(conn: sqlite3.Connection) -> int:
-    """How many documents wait to be embedded."""
-    kinds = ", ".join(repr(kind) for kind in EMBEDDED_KINDS)
-    count: int = conn.execute(f"SELECT count(*) FROM documents d WHERE d.kind IN ({kinds}) AND NOT EXISTS "
-                              "(SELECT 1 FROM embedded e WHERE e.doc = d.id)").fetchone()[0]
+    """How many documents wait to be embedded: those of the embedded kinds less those embedded
+    (an `embedded` row is always one of them, and goes with its document's row), counted without a
+    walk of every row: SQLite counts a whole table from its pages, and the other kinds are few
+    (asking for the documents without an `embedded` row took 10 ms at 10,000, every search)."""
+    others = ", ".join(repr(kind) for kind in KINDS if kind not in EMBEDDED_KINDS)
+    count: int = conn.execute(f"SELECT (SELECT count(*) FROM documents) - (SELECT count(*) FROM documents WHERE "
+                              f"kind IN ({others})) - (SELECT count(*) FROM embedded)").fetchone()[0]
     return count
 
 
