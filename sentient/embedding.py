@@ -22,13 +22,11 @@ so a command that never ranks by meaning never pays for them. When any of it can
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -156,6 +154,8 @@ def cached_weights(path: Path, version: str) -> dict[str, Any]:
 def weights_cache(path: Path, version: str) -> Path | None:
     """Where the weights of this graph file are kept (`.npy`; its layout beside it, `.json`): named
     by the package version and the file's size and mtime. None when there is no home to put it in."""
+    import hashlib  # here, not at the top: a command that never ranks by meaning does not pay for it
+
     try:
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         stat = path.stat()
@@ -185,6 +185,8 @@ def _read_weights(cache: Path) -> dict[str, Any]:
 def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
     """Keep `weights` in `cache` (and its layout): each file written whole under a temporary name,
     then renamed, so a process that reads it at the same time sees it whole or not at all."""
+    import tempfile
+
     import numpy
 
     tensors: list[tuple[str, int, list[int]]] = []

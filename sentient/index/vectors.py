@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
@@ -280,6 +279,8 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
     """Write every vector of the index to a new vectors file beside it (a chunk at a time: what
     is held in memory is a chunk, not the vault), name it in the index, and delete the file it
     replaces. Returns whether it was written (not when another process wrote a newer one meanwhile)."""
+    import secrets
+
     import numpy as np
 
     made: list[Path] = []
