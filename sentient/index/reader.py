@@ -41,12 +41,12 @@ MODES = ("bm25", "vector", "hybrid")
 # of each lost that (bench_recall recall@10 0.70 -> 0.67, paraphrased 0.27 -> 0.17).
 FUSED_DEPTH = 50
 EMBED_IN_SEARCH = 32  # documents a search embeds first (about a tenth of a second): what was just written
-QUERIES_KEPT = 16
+QUERIES_KEPT = 16  # query embeddings kept (Reader._query_vector)
 HELPERS = 4  # threads ranking by words for hybrid searches under way at once (more wait)
-SNIPPET_CHARS = 160
+SNIPPET_CHARS = 160  # of the piece a vector hit was found by
 _SNIPPET = "snippet(documents_fts, -1, '[', ']', '…', 12)"
 _HIT = ("d.id, d.kind, d.key, d.path, d.title, {snippet}, d.scope, d.category, d.updated, d.revision, d.untrusted, "
-        "d.threat")  # the columns of a Hit  # of the piece a vector hit was found by
+        "d.threat")  # the columns of a Hit
 
 
 class Reader:
