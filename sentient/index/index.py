@@ -115,6 +115,7 @@ class Index(Reader):
         self._queries: dict[tuple[str, str], Any] = {}
         self._pool = None
         self._embedding = threading.Lock()  # one embed() at a time
+        self._keeping_vectors = threading.Lock()  # one keep_vectors() at a time (embed() and searches go on)
         self._embedded_at: tuple[int, int] | None = None  # the version every document was embedded at
         self._writer = self._open()
 
@@ -552,13 +553,16 @@ class Index(Reader):
         with self._reading() as conn:
             if not behind(conn, self.path):
                 return False
-        with self._embedding:
-            try:
-                return write_file(self._reading, self._writing, self.path)
-            except (OSError, ValueError) as exc:  # searches read the index instead, as they did before the file
-                log.warning("the vectors file beside %s cannot be written (%s); search by meaning reads the "
-                            "vectors from the index instead", self.path, exc)
-                return False
+        if not self._keeping_vectors.acquire(blocking=False):  # another thread writes it now
+            return False
+        try:
+            return write_file(self._reading, self._writing, self.path)
+        except (OSError, ValueError) as exc:  # searches read the index instead, as they did before the file
+            log.warning("the vectors file beside %s cannot be written (%s); search by meaning reads the "
+                        "vectors from the index instead", self.path, exc)
+            return False
+        finally:
+            self._keeping_vectors.release()
 
     # --- the watcher's lease (watched.py) -------------------------------------------------
 
