@@ -8,6 +8,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -192,11 +193,15 @@ def test_a_missing_or_torn_vectors_file_is_read_from_the_index_and_written_again
             vectors.unlink()
         else:
             np.save(vectors, np.ones((2, embedding.DIMENSIONS), dtype=np.float32))
-        with Index(index.vault, embedder=lambda: model) as again:
-            assert [hit.key for hit in again.search(ALLERGY, mode="vector")][:1] == ["peanuts"]
+        shipped = damage == "missing"  # as `sentient index` runs: nothing to embed is found without the model
+        with Index(index.vault, embedder=embedding.embedder if shipped else lambda: model) as again:
             with again._reading() as conn:
                 assert behind(conn, again.path)
-            assert again.keep_vectors() is True
+            if not shipped:  # searched first (served from the index), then an embedding pass
+                assert [hit.key for hit in again.search(ALLERGY, mode="vector")][:1] == ["peanuts"]
+            assert again.embed() == 0  # nothing to embed, as `sentient index` finds it: the file written again
+            with again._reading() as conn:
+                assert not behind(conn, again.path)
             assert len(vector_files(again)) == 2
             assert [hit.key for hit in again.search(ALLERGY, mode="vector")][:1] == ["peanuts"]
 
@@ -237,3 +242,23 @@ def test_a_hybrid_hit_shows_where_its_words_are_or_the_piece_found_by_meaning(in
     by_meaning = next(hit for hit in index.search("where does she work as an educator", mode="hybrid")
                       if hit.key == "anika")
     assert by_meaning.snippet == "Anika Anika teaches maths at the primary school in Leeds."  # the piece embedded
+
+
+def test_serves_background_embedding_writes_the_file_when_nothing_is_left(tmp_path: Path,
+                                                                          model: embedding.Embedder) -> None:
+    from sentient.index.background import BackgroundEmbedding
+
+    vault = Vault(tmp_path / "vault")
+    for key, (title, body) in ENTRIES.items():
+        write(vault.root, key, title, body)
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        background = BackgroundEmbedding(index, idle=0.05)
+        background.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not vector_files(index) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            background.stop()
+        assert background.embedded == len(ENTRIES) and len(vector_files(index)) == 2

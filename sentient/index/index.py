@@ -505,8 +505,11 @@ class Index(Reader):
         transaction: a search or the watcher's writes wait one batch at most. Returns how many
         were embedded; 0 without a model. `progress(done, total)` after each batch. `most`: embed
         at most this many (a search's share: the rest wait for `sentient index` or serve's
-        background embedding)."""
+        background embedding). A whole pass (no `most`) then keeps the vectors file current
+        (keep_vectors)."""
         if self._embedder is None or self._embedded_at == self.version:
+            if self._embedder is not None and most is None:
+                self.keep_vectors()
             return 0
         with self._reading() as conn:
             installed = model_id() if self._embedder is shipped_embedder else None  # found without loading it
