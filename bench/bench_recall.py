@@ -227,6 +227,7 @@ def scale_up(root: Path, index: Index, turns: list[Turn], size: int) -> float:
         conn.executemany("INSERT INTO embedded VALUES (?, ?)", rows)
         conn.executemany("INSERT INTO vectors VALUES (?, 0, 'synthetic', ?)",
                          [(doc, picked[n].tobytes()) for n, (doc, _) in enumerate(rows)])
+    index.keep_vectors()  # the vectors file, as `sentient index` or serve's embedding pass writes it
     return took
 
 

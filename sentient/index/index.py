@@ -4,6 +4,7 @@ is Reader (reader.py), which Index derives from."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -42,13 +43,22 @@ from sentient.index.schema import (
     JUDGED_TOGETHER,
     OPTIMIZE_AFTER,
     SCHEMA_VERSION,
+    VECTORS_LOG,
     Judge,
     SyncReport,
     _is_corrupt,
     _text,
     _when,
 )
-from sentient.index.vectors import _PENDING, embed_pending, forget_other_models, nothing_to_embed, pending
+from sentient.index.vectors import (
+    _PENDING,
+    behind,
+    embed_pending,
+    forget_other_models,
+    nothing_to_embed,
+    pending,
+    write_file,
+)
 from sentient.index.watched import LEASE, this_process, valid
 from sentient.vault.document import Document
 from sentient.vault.store import File, Found, Vault
@@ -56,6 +66,7 @@ from sentient.vault.store import File, Found, Vault
 # A session's knowledge sections (what it was told: pins, the memory index) are not what was said
 # in it: left out of its indexed text, so a search for a remembered word finds the entry, not
 # every session that was told about it.
+log = logging.getLogger(__name__)
 _JUDGE = object()  # the threat value of a document not judged yet: _row judges it
 _KNOWLEDGE_SECTION = re.compile(r"^## knowledge · [^\n]*\n.*?(?=^## \S+ · |\Z)", re.MULTILINE | re.DOTALL)
 
@@ -102,7 +113,10 @@ class Index(Reader):
         self._embedder = embedder
         self.embed_in_search = EMBED_IN_SEARCH  # documents a search embeds first; 0 where another process embeds
         self._matrix = None
+        self._queries: dict[tuple[str, str], Any] = {}
+        self._pool = None
         self._embedding = threading.Lock()  # one embed() at a time
+        self._keeping_vectors = threading.Lock()  # one keep_vectors() at a time (embed() and searches go on)
         self._embedded_at: tuple[int, int] | None = None  # the version every document was embedded at
         self._writer = self._open()
 
@@ -134,6 +148,11 @@ class Index(Reader):
                 conn.execute("BEGIN IMMEDIATE")
                 self._create(conn)
                 conn.execute("COMMIT")
+            elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vectors_log'").fetchone() is None:
+                conn.execute("BEGIN IMMEDIATE")  # an index made before the vectors file: kept, the log added
+                for statement in VECTORS_LOG:
+                    conn.execute(statement)
+                conn.execute("COMMIT")
         except BaseException:
             conn.close()
             raise
@@ -163,6 +182,10 @@ class Index(Reader):
         self._writer = self._open()
 
     def close(self) -> None:
+        with self._readers_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:  # its searches finish first (outside the lock their connections are listed under)
+            pool.shutdown()
         with self._lock, self._readers_lock:
             for conn in [self._writer, *self._readers]:
                 conn.close()
@@ -483,13 +506,18 @@ class Index(Reader):
         transaction: a search or the watcher's writes wait one batch at most. Returns how many
         were embedded; 0 without a model. `progress(done, total)` after each batch. `most`: embed
         at most this many (a search's share: the rest wait for `sentient index` or serve's
-        background embedding)."""
+        background embedding). A whole pass (no `most`) then keeps the vectors file current
+        (keep_vectors)."""
         if self._embedder is None or self._embedded_at == self.version:
+            if self._embedder is not None and most is None:
+                self.keep_vectors()
             return 0
         with self._reading() as conn:
             installed = model_id() if self._embedder is shipped_embedder else None  # found without loading it
             if nothing_to_embed(conn, installed):  # no model loaded for nothing (a no-change index)
                 self._embedded_at = self.version
+                if most is None:
+                    self.keep_vectors()
                 return 0
         model = self.semantic_model()
         if model is None:
@@ -518,7 +546,27 @@ class Index(Reader):
             done = embed_pending(read, write, model, total, progress, most) if total else 0
             if most is None or done < most:  # none left waiting at this version
                 self._embedded_at = self.version
+        if most is None:
+            self.keep_vectors()
         return done
+
+    def keep_vectors(self) -> bool:
+        """Write the vectors file (vectors.py) again when it is missing or more than REWRITE_AFTER
+        documents behind the index: what an embedding pass does when it is done, never a search.
+        Returns whether it was written."""
+        with self._reading() as conn:
+            if not behind(conn, self.path):
+                return False
+        if not self._keeping_vectors.acquire(blocking=False):  # another thread writes it now
+            return False
+        try:
+            return write_file(self._reading, self._writing, self.path)
+        except (OSError, ValueError) as exc:  # searches read the index instead, as they did before the file
+            log.warning("the vectors file beside %s cannot be written (%s); search by meaning reads the "
+                        "vectors from the index instead", self.path, exc)
+            return False
+        finally:
+            self._keeping_vectors.release()
 
     # --- the watcher's lease (watched.py) -------------------------------------------------
 

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +41,12 @@ from sentient.vault.sync import conflict_of
 # of each lost that (bench_recall recall@10 0.70 -> 0.67, paraphrased 0.27 -> 0.17).
 FUSED_DEPTH = 50
 EMBED_IN_SEARCH = 32  # documents a search embeds first (about a tenth of a second): what was just written
+QUERIES_KEPT = 16  # query embeddings kept (Reader._query_vector)
+HELPERS = 4  # threads ranking by words for hybrid searches under way at once (more wait)
 SNIPPET_CHARS = 160  # of the piece a vector hit was found by
+_SNIPPET = "snippet(documents_fts, -1, '[', ']', '…', 12)"
+_HIT = ("d.id, d.kind, d.key, d.path, d.title, {snippet}, d.scope, d.category, d.updated, d.revision, d.untrusted, "
+        "d.threat")  # the columns of a Hit
 
 
 class Reader:
@@ -60,7 +66,9 @@ class Reader:
     _folder_versions: Counter[str]
     _corrupt: bool
     _embedder: Callable[[], Embedder | None] | None  # the model, when this index ranks by meaning too
-    _matrix: Matrix | None  # every vector, as of Matrix.version
+    _matrix: Matrix | None  # every vector, as of Matrix.state
+    _queries: dict[tuple[str, str], Any]  # (model id, query) -> its embedding, the last QUERIES_KEPT
+    _pool: ThreadPoolExecutor | None  # _helpers(), made on the first hybrid search
 
     # --- connections -----------------------------------------------------------------
 
@@ -146,36 +154,54 @@ class Reader:
             return []
         model = self.semantic_model() if mode != "bm25" else None
         if model is None:
-            return self._words(words, any_word, clauses, params, limit)
+            return self._words(words, any_word, clauses, params, limit)[1]
         if self.embed_in_search:  # what just changed; a vault never embedded waits for serve or `index`
             self.embed(most=self.embed_in_search)
-        depth = max(limit, FUSED_DEPTH)
-        near = self._nearest(model.embed([query[:4000]])[0], clauses, params, limit if mode == "vector" else depth)
         if mode == "vector":
-            return near
-        found = self._words(words, any_word, clauses, params, depth)
+            return self._nearest(self._query_vector(model, query[:4000]), clauses, params, limit)
+        depth = max(limit, FUSED_DEPTH)
+        ids: dict[Path, int] = {}  # of the hits by words: fetched without snippets, the shown ones get theirs
+        # both rankings at once: SQLite and numpy's products let go of the GIL (docs/benchmarks.md)
+        by_words = self._helpers().submit(self._words, words, any_word, clauses, params, depth, ids)
+        near = self._nearest(self._query_vector(model, query[:4000]), clauses, params, depth)
+        match, found = by_words.result()
         by_path = {hit.path: hit for hit in [*near, *found]}
         scores = blended([(hit.path, hit.score) for hit in found], [(hit.path, hit.score) for hit in near], depth)
         if recency:
             newest = sorted(by_path, key=lambda path: by_path[path].updated or "", reverse=True)
             scores = fused([list(scores), newest], [1.0, recency])
-        return [replace(by_path[path], score=score) for path, score in list(scores.items())[:limit]]
+        best = list(scores.items())[:limit]
+        snippets = self._snippets(match, [ids[path] for path, _ in best if path in ids])
+        near_by_path = {hit.path: hit for hit in near}
+        shown = []
+        for path, score in best:  # a hit by words shows where its words are; else the piece found by meaning
+            snippet = snippets.get(ids[path]) if path in ids else None
+            if snippet is None:
+                snippet = near_by_path[path].snippet if path in near_by_path else ""
+            shown.append(replace(by_path[path], score=score, snippet=snippet))
+        return shown
 
-    def _words(self, words: list[str], any_word: bool, clauses: str, params: list[str], limit: int) -> list[Hit]:
-        """The BM25 ranking of search()."""
+    def _words(self, words: list[str], any_word: bool, clauses: str, params: list[str], limit: int,
+               ids: dict[Path, int] | None = None) -> tuple[str, list[Hit]]:
+        """The BM25 ranking of search(), and the FTS5 query it ran. `ids`: see _search()."""
         if any_word and len(words) > 1:
-            return self._search(" OR ".join(words), clauses, params, limit)
+            match = " OR ".join(words)
+            return match, self._search(match, clauses, params, limit, ids)
         if len(words) > 1:
             common = max(self.broad, self._entries() // 10)
             narrow = [word for word in words if not self._more_than(word, common)]
             if narrow:
-                return self._search(" OR ".join(narrow), clauses, params, limit)
+                match = " OR ".join(narrow)
+                return match, self._search(match, clauses, params, limit, ids)
         match = " ".join(words)
         if self._more_than(match, self.broad):
-            hits = self._search(f"title : ({match})", clauses, params, limit)
+            titled = f"title : ({match})"
+            hits = self._search(titled, clauses, params, limit, ids)
             if len(hits) >= limit:
-                return hits
-        return self._search(match, clauses, params, limit)
+                return titled, hits
+            if ids is not None:
+                ids.clear()
+        return match, self._search(match, clauses, params, limit, ids)
 
     # --- by meaning ------------------------------------------------------------------------
 
@@ -188,29 +214,48 @@ class Reader:
         """Embed the documents that wait for it; Index does (a Reader has nothing to write with)."""
         return 0
 
+    def _helpers(self) -> ThreadPoolExecutor:
+        """The threads a hybrid search ranks by words in, while its own ranks by meaning."""
+        with self._readers_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(HELPERS, thread_name_prefix="sentient-search")
+            return self._pool
+
+    def _query_vector(self, model: Embedder, query: str) -> Any:
+        """The embedding of `query`, kept for the next few searches (`sentient search` asks twice:
+        for the sessions apart)."""
+        queries = self._queries
+        known = queries.get((model.id, query))
+        if known is None:
+            known = model.embed([query])[0]
+            if len(queries) >= QUERIES_KEPT:  # a new dict, not one another thread is reading emptied
+                queries = self._queries = {}
+            queries[(model.id, query)] = known
+        return known
+
     def _nearest(self, query: Any, clauses: str, params: list[str], limit: int) -> list[Hit]:
         """The `limit` documents passing the filters whose best piece is nearest the query, by cosine."""
-        matrix = self._matrix
-        if matrix is None or matrix.version != self.version:
-            with self._reading() as conn:
-                matrix = self._matrix = Matrix.load(conn, self.version)
+        with self._reading() as conn:
+            matrix = self._matrix = Matrix.load(conn, self.path, self._generation, self._matrix)
         most = limit * PREFETCH
         while True:
             near = matrix.nearest(query, most)
             if not near:
                 return []
-            wanted = json.dumps([[doc, part] for doc, part, _ in near])
-            with self._reading() as conn:  # the documents passing the filters, with their best piece
-                rows = {r[0]: r for r in conn.execute(
-                    "SELECT d.id, d.kind, d.key, d.path, d.title, v.text, d.scope, d.category, d.updated, d.revision, "
-                    "d.untrusted, d.threat FROM json_each(?) w "
-                    "CROSS JOIN documents d ON d.id = json_extract(w.value, '$[0]') "
-                    f"JOIN vectors v ON v.doc = d.id AND v.part = json_extract(w.value, '$[1]') WHERE 1{clauses}",
-                    [wanted, *params]).fetchall()}
-            hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], _shortened(r[5]), score, r[6], r[7], r[8], r[9],
-                        bool(r[10]), _loads(r[11])) for doc, _, score in near if (r := rows.get(doc)) is not None]
-            if len(hits) >= limit or len(near) < most:
-                return hits[:limit]
+            wanted = json.dumps([doc for doc, _, _ in near])
+            with self._reading() as conn:  # which pass the filters, then the rows of the best of those only
+                passing = {r[0] for r in conn.execute(f"SELECT d.id FROM json_each(?) w CROSS JOIN documents d ON "
+                                                      f"d.id = w.value WHERE 1{clauses}", [wanted, *params])}
+                best = [(doc, part, score) for doc, part, score in near if doc in passing][:limit]
+                if len(best) >= limit or len(near) < most:
+                    rows = {r[0]: r for r in conn.execute(
+                        "SELECT d.id, d.kind, d.key, d.path, d.title, v.text, d.scope, d.category, d.updated, "
+                        "d.revision, d.untrusted, d.threat FROM json_each(?) w CROSS JOIN documents d ON d.id = "
+                        "json_extract(w.value, '$[0]') JOIN vectors v ON v.doc = d.id AND v.part = "
+                        f"json_extract(w.value, '$[1]') WHERE 1{clauses}",  # again: a row may have changed since
+                        [json.dumps([[doc, part] for doc, part, _ in best]), *params])}
+                    return [Hit(r[1], r[2], self.vault.root / r[3], r[4], _shortened(r[5]), score, r[6], r[7], r[8],
+                                r[9], bool(r[10]), _loads(r[11])) for doc, _, score in best if (r := rows.get(doc))]
             most *= 4
 
     def _entries(self) -> int:
@@ -254,22 +299,37 @@ class Reader:
             self._counts = (self.version, counts)
         return counts
 
-    def _search(self, match: str, clauses: str, params: list[str], limit: int) -> list[Hit]:
-        """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a re-tokenise)."""
+    def _search(self, match: str, clauses: str, params: list[str], limit: int,
+                ids: dict[Path, int] | None = None) -> list[Hit]:
+        """Rank first, then fetch rows and snippets of the best `limit` only (a snippet costs a
+        re-tokenise). `ids`: when given, the rows are fetched without snippets (a hybrid search
+        ranks 50 by words to show 10) and each hit's row id is put in it, for _snippets()."""
         with self._reading() as conn:
             scores = self._ranked(conn, match, clauses, params, limit)
             if not scores:
                 return []
             marks = ", ".join("?" for _ in scores)
-            # CROSS JOIN: FTS5 outside, else SQLite may run the whole MATCH once for each row inside
-            rows = conn.execute(
-                "SELECT d.id, d.kind, d.key, d.path, d.title, snippet(documents_fts, -1, '[', ']', '…', 12), d.scope, "
-                "d.category, d.updated, d.revision, d.untrusted, d.threat FROM documents_fts CROSS JOIN documents d "
-                f"ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND documents_fts.rowid IN ({marks})",
-                [match, *scores]).fetchall()
-        hits = [Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
-                    bool(r[10]), _loads(r[11])) for r in rows]
-        return sorted(hits, key=lambda hit: -hit.score)
+            if ids is None:  # CROSS JOIN: FTS5 outside, else SQLite may run the whole MATCH once for each row inside
+                rows = conn.execute(
+                    f"SELECT {_HIT.format(snippet=_SNIPPET)} FROM documents_fts CROSS JOIN documents d "
+                    f"ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND documents_fts.rowid IN ({marks})",
+                    [match, *scores]).fetchall()
+            else:
+                rows = conn.execute(f"SELECT {_HIT.format(snippet=repr(''))} FROM documents d WHERE d.id IN ({marks})",
+                                    list(scores)).fetchall()
+        hits = [(r[0], Hit(r[1], r[2], self.vault.root / r[3], r[4], r[5], -scores[r[0]], r[6], r[7], r[8], r[9],
+                           bool(r[10]), _loads(r[11]))) for r in rows]
+        if ids is not None:
+            ids.update((hit.path, rowid) for rowid, hit in hits)
+        return sorted((hit for _, hit in hits), key=lambda hit: -hit.score)
+
+    def _snippets(self, match: str, ids: list[int]) -> dict[int, str]:
+        """rowid -> the snippet of `match` in that document, for the rows `ids`."""
+        if not ids:
+            return {}
+        with self._reading() as conn:
+            return dict(conn.execute(f"SELECT rowid, {_SNIPPET} FROM documents_fts WHERE documents_fts MATCH ? AND "
+                                     f"rowid IN ({', '.join('?' for _ in ids)})", [match, *ids]).fetchall())
 
     @staticmethod
     def _ranked(conn: sqlite3.Connection, match: str, clauses: str, params: list[str],

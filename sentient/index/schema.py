@@ -35,7 +35,7 @@ FIX = "delete {path} (or the whole .sentient/ folder) and run `sentient index --
 _NEWEST = "coalesce(nullif(updated, ''), nullif(created, ''), '')"  # when a document last changed, as text
 _COLUMNS = ("path", "kind", "key", "mtime_ns", "size", "revision", "stored_revision", "title", "frontmatter",
             "body", "scope", "category", "created", "updated", "untrusted", "threat")
-_SCHEMA = (
+_SCHEMA: tuple[str, ...] = (
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE documents (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
         key TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, revision TEXT NOT NULL,
@@ -60,6 +60,20 @@ _SCHEMA = (
     """CREATE TRIGGER documents_vectors_gone AFTER DELETE ON documents BEGIN
         DELETE FROM embedded WHERE doc = old.id; DELETE FROM vectors WHERE doc = old.id; END""",
 )
+# The documents whose vectors changed (added, replaced or gone), each under the number of its last
+# change: what the vectors file (vectors.py) does not hold as it is now. Added to an index of
+# schema 5 made before it, by Index._prepare (the file is then made by the next embedding pass).
+VECTORS_LOG = (
+    "CREATE TABLE IF NOT EXISTS vectors_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, doc INTEGER NOT NULL UNIQUE)",
+    """CREATE TRIGGER IF NOT EXISTS vectors_added AFTER INSERT ON vectors BEGIN
+        INSERT OR REPLACE INTO vectors_log (doc) VALUES (new.doc); END""",
+    """CREATE TRIGGER IF NOT EXISTS vectors_changed AFTER UPDATE ON vectors BEGIN
+        INSERT OR REPLACE INTO vectors_log (doc) VALUES (old.doc); INSERT OR REPLACE INTO vectors_log (doc)
+        VALUES (new.doc); END""",
+    """CREATE TRIGGER IF NOT EXISTS vectors_removed AFTER DELETE ON vectors BEGIN
+        INSERT OR REPLACE INTO vectors_log (doc) VALUES (old.doc); END""",
+)
+_SCHEMA = (*_SCHEMA, *VECTORS_LOG)
 _INSERT_DOCUMENT = f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 
 Judge = Callable[[Document], Mapping[str, Any] | None]

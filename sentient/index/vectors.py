@@ -7,19 +7,31 @@ blobs keyed by document row and piece) and go with them: a trigger drops a docum
 its row is deleted, so an edited file's new row is embedded again and a deleted one's are gone.
 `embedded` names the model each document was embedded with; a model change empties both.
 
-Searching is brute force: every vector in one float32 matrix (kept until the index changes), one
-matrix-vector product, the best pieces collapsed to their documents.
+Searching is brute force: one matrix-vector product over every vector, the best pieces collapsed
+to their documents. The vectors are kept as one float32 matrix in a file beside the index
+(`index.sqlite.vectors-TOKEN.npy`), memory-mapped by every process that searches: a search in a
+new process costs milliseconds, not a read of every vector, and the pages are shared, not copied.
+The file is written by the embedding passes (`sentient index`, serve's background embedding), never
+by a search; the index names it with the last change it holds (`vectors_log` numbers every
+document whose vectors changed), and a search hides the file's rows of every document changed
+since and reads those documents' vectors from the index: a stale file never gives a deleted or
+edited document's old vector.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
+from sentient.vault.kinds import KINDS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +61,15 @@ FLAT_RANK = 10
 # Reciprocal rank fusion, for a ranking by recency blended in (the history tools' recent_first): a
 # document scores the sum over rankings of weight / (FUSION_K + rank).
 FUSION_K = 10
+# The vectors file: every vector as one float32 matrix beside the index file (index.sqlite.vectors-
+# TOKEN.npy, and the (doc, part) of each row in TOKEN.rows.npy), named in the meta row FILE_META
+# with the last change of vectors_log it holds. Written again by an embedding pass once more than
+# REWRITE_AFTER documents changed since: until then a search reads those documents' vectors from
+# the index (a few milliseconds) and hides their rows of the file.
+FILE_META = "vectors_file"
+FILE_INFIX = ".vectors-"
+REWRITE_AFTER = 500
+WRITE_CHUNK = 4096  # vectors read and written at a time
 T = TypeVar("T")
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
             f"({', '.join(repr(kind) for kind in EMBEDDED_KINDS)}) AND d.id > ? AND NOT EXISTS "
@@ -66,10 +87,13 @@ def pieces(kind: str, title: str, body: str) -> list[str]:
 
 
 def pending(conn: sqlite3.Connection) -> int:
-    """How many documents wait to be embedded."""
-    kinds = ", ".join(repr(kind) for kind in EMBEDDED_KINDS)
-    count: int = conn.execute(f"SELECT count(*) FROM documents d WHERE d.kind IN ({kinds}) AND NOT EXISTS "
-                              "(SELECT 1 FROM embedded e WHERE e.doc = d.id)").fetchone()[0]
+    """How many documents wait to be embedded: those of the embedded kinds less those embedded
+    (an `embedded` row is always one of them, and goes with its document's row), counted without a
+    walk of every row: SQLite counts a whole table from its pages, and the other kinds are few
+    (asking for the documents without an `embedded` row took 10 ms at 10,000, every search)."""
+    others = ", ".join(repr(kind) for kind in KINDS if kind not in EMBEDDED_KINDS)
+    count: int = conn.execute(f"SELECT (SELECT count(*) FROM documents) - (SELECT count(*) FROM documents WHERE "
+                              f"kind IN ({others})) - (SELECT count(*) FROM embedded)").fetchone()[0]
     return count
 
 
@@ -116,22 +140,42 @@ def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]
 
 @dataclass(frozen=True)
 class Matrix:
-    """Every vector of the index, as it was at `version`: row i is piece `parts[i]` of `docs[i]`."""
+    """Every vector of the index, as of `state`: the rows of `blocks`, one after another, are piece
+    `parts[i]` of document `docs[i]`; the rows `hidden` are not current (their documents changed
+    since the file they come from was written) and never match."""
 
-    version: tuple[int, int]
+    state: tuple[int, str, int]  # (the index's generation, the file's token or "", the log's last change)
     docs: npt.NDArray[np.int64]
     parts: npt.NDArray[np.int64]
-    vectors: npt.NDArray[np.float32]
+    blocks: tuple[npt.NDArray[np.float32], ...]
+    hidden: npt.NDArray[np.intp]
 
     @staticmethod
-    def load(conn: sqlite3.Connection, version: tuple[int, int]) -> Matrix:
+    def load(conn: sqlite3.Connection, index: Path, generation: int, known: Matrix | None = None) -> Matrix:
+        """The vectors of the index file `index` (read through `conn`) as they are now: `known`
+        when nothing changed since it was loaded; else the vectors file, memory-mapped, with the
+        rows of every document changed since it was written hidden and those documents' vectors
+        read from the index; or, without a file that can be read, every vector read from the index."""
         import numpy as np
 
-        rows = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part").fetchall()
-        docs = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        parts = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
-        flat = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.float32)
-        return Matrix(version, docs, parts, flat.reshape(len(rows), -1) if rows else flat.reshape(0, 0))
+        conn.execute("BEGIN")  # one snapshot: the file named, the changes since, their vectors
+        try:
+            stored = _stored(conn)
+            state = (generation, stored.token if stored else "", _last_change(conn))
+            if known is not None and known.state == state:
+                return known
+            base = stored.open(index) if stored is not None else None
+            if stored is None or base is None:
+                docs, parts, vectors = _rows(conn, "")
+                return Matrix(state, docs, parts, (vectors,), np.empty(0, dtype=np.intp))
+            changed = [row[0] for row in conn.execute("SELECT doc FROM vectors_log WHERE seq > ?", (stored.seq,))]
+            docs, parts, vectors = _rows(conn, f"WHERE doc IN (SELECT doc FROM vectors_log WHERE seq > {stored.seq:d})")
+        finally:
+            conn.execute("COMMIT")
+        rows, matrix = base
+        hidden = np.flatnonzero(np.isin(rows[:, 0], np.array(changed, dtype=np.int64)))
+        return Matrix(state, np.concatenate([rows[:, 0], docs]), np.concatenate([rows[:, 1], parts]),
+                      (matrix, vectors), hidden)
 
     def nearest(self, query: npt.NDArray[np.float32], most: int) -> list[tuple[int, int, float]]:
         """(doc, part, cosine) of the best piece of each of the `most` nearest documents (of those
@@ -140,7 +184,8 @@ class Matrix:
 
         if not len(self.docs):
             return []
-        scores = self.vectors @ query
+        scores = np.concatenate([block @ query for block in self.blocks if len(block)])
+        scores[self.hidden] = -2.0  # below any cosine
         close = int((scores >= MIN_COSINE).sum())
         if not close:
             return []
@@ -156,6 +201,142 @@ class Matrix:
             if len(found) >= most or wanted >= close:
                 return list(found.values())[:most]
             wanted = min(close, wanted * 4)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The vectors file of an index, as its meta row names it: `rows` vectors of `dims` floats,
+    every vector of the index when the log's last change was `seq`."""
+
+    token: str
+    seq: int
+    rows: int
+    dims: int
+
+    def paths(self, index: Path) -> tuple[Path, Path]:
+        """The file of the vectors (float32, rows x dims) and of their (doc, part) (int64, rows x 2)."""
+        return (index.with_name(f"{index.name}{FILE_INFIX}{self.token}.npy"),
+                index.with_name(f"{index.name}{FILE_INFIX}{self.token}.rows.npy"))
+
+    def open(self, index: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """(doc, part) of each row and the vectors, memory-mapped; None when either cannot be
+        read as the meta row describes it (gone, torn, not ours): then the index is read instead."""
+        import numpy as np
+
+        vectors_path, rows_path = self.paths(index)
+        try:
+            vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+            rows = np.load(rows_path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        if (vectors.dtype != np.float32 or vectors.shape != (self.rows, self.dims) or rows.dtype != np.int64
+                or rows.shape != (self.rows, 2)):
+            return None
+        return np.asarray(rows), np.asarray(vectors)
+
+
+def _stored(conn: sqlite3.Connection) -> Stored | None:
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (FILE_META,)).fetchone()
+    if row is None:
+        return None
+    try:
+        found = json.loads(row[0])
+        return Stored(str(found["token"]), int(found["seq"]), int(found["rows"]), int(found["dims"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _last_change(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'vectors_log'").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _rows(conn: sqlite3.Connection, where: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                         npt.NDArray[np.float32]]:
+    """(doc, part, vector) of the vectors `where` selects, in the order of (doc, part)."""
+    import numpy as np
+
+    rows = conn.execute(f"SELECT doc, part, vector FROM vectors {where} ORDER BY doc, part").fetchall()
+    docs = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    parts = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+    flat = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.float32)
+    return docs, parts, flat.reshape(len(rows), -1) if rows else flat.reshape(0, 0)
+
+
+def behind(conn: sqlite3.Connection, index: Path, most: int = REWRITE_AFTER) -> bool:
+    """Whether the vectors file should be written again: there are vectors and no file (or it is
+    gone or shorter than the index says), or more than `most` documents' vectors changed since."""
+    stored = _stored(conn)
+    if stored is None or not all(_whole(path, size * stored.rows)  # bytes a row: of the vectors, of (doc, part)
+                                 for path, size in zip(stored.paths(index), (stored.dims * 4, 16), strict=True)):
+        return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
+    changed: int = conn.execute("SELECT count(*) FROM (SELECT 1 FROM vectors_log WHERE seq > ? LIMIT ?)",
+                                (stored.seq, most + 1)).fetchone()[0]
+    return changed > most
+
+
+def _whole(path: Path, data_bytes: int) -> bool:
+    """Whether `path` is there and holds at least `data_bytes` after its header."""
+    try:
+        return path.stat().st_size >= data_bytes
+    except OSError:
+        return False
+
+
+def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]],
+               writing: Callable[[], AbstractContextManager[sqlite3.Connection]], index: Path) -> bool:
+    """Write every vector of the index to a new vectors file beside it (a chunk at a time: what
+    is held in memory is a chunk, not the vault), name it in the index, and delete the file it
+    replaces. Returns whether it was written (not when another process wrote a newer one meanwhile)."""
+    import secrets
+
+    import numpy as np
+
+    made: list[Path] = []
+    try:
+        with reading() as conn:
+            conn.execute("BEGIN")  # one snapshot: the vectors and the last change they include
+            try:
+                seq = _last_change(conn)
+                count = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+                first = conn.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()
+                stored = Stored(secrets.token_hex(8), seq, count, first[0] // 4 if first else 0)
+                for path in stored.paths(index):
+                    made.append(path.with_name(f".{path.name}.tmp"))
+                vectors = np.lib.format.open_memmap(made[0], mode="w+", dtype=np.float32,
+                                                    shape=(stored.rows, stored.dims))
+                rows = np.lib.format.open_memmap(made[1], mode="w+", dtype=np.int64, shape=(stored.rows, 2))
+                cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
+                at = 0
+                while chunk := cursor.fetchmany(WRITE_CHUNK):
+                    rows[at : at + len(chunk)] = [(doc, part) for doc, part, _ in chunk]
+                    vectors[at : at + len(chunk)] = np.frombuffer(b"".join(row[2] for row in chunk),
+                                                                  dtype=np.float32).reshape(len(chunk), -1)
+                    at += len(chunk)
+            finally:
+                conn.execute("COMMIT")
+        vectors.flush()
+        rows.flush()
+        del vectors, rows
+        for temp, path in zip(made, stored.paths(index), strict=True):
+            os.replace(temp, path)
+        made = list(stored.paths(index))
+        with writing() as conn:
+            now = _stored(conn)
+            if (now is not None and now.seq > seq) or not all(path.is_file() for path in made):
+                return False  # another process wrote a newer one (and may have deleted this one)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FILE_META, json.dumps(asdict(stored))))
+            conn.execute("DELETE FROM vectors_log WHERE seq <= ?", (seq,))
+            made = []
+            for old in index.parent.glob(f"{index.name}{FILE_INFIX}*.npy"):  # replaced (a reader may still map it)
+                if stored.token not in old.name:
+                    with suppress(OSError):
+                        old.unlink()
+        return True
+    finally:
+        for path in made:  # not named in the index: never read
+            with suppress(OSError):
+                path.unlink()
 
 
 def fused(rankings: Sequence[Sequence[T]], weights: Sequence[float], k: int = FUSION_K) -> dict[T, float]:
