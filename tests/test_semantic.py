@@ -362,3 +362,15 @@ def test_an_index_with_nothing_to_embed_loads_no_model(tmp_path: Path, model: em
     assert index_once() == "not loaded"
     write(vault, "boiler", *ENTRIES["boiler"])
     assert index_once() == "loaded"
+
+
+def test_numpy_gets_one_blas_thread_whoever_loads_it_first(tmp_path: Path) -> None:
+    """The learned threat detector loads numpy before the embedding model in `sentient index`:
+    OPENBLAS_NUM_THREADS must be set when the package loads, and a value already set is kept."""
+    probe = ("import os, sentient.threats.learned, numpy; print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+    environment = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    for given, expected in ((None, "1"), ("3", "3")):
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                              env={**environment, "PYTHONPATH": str(ROOT),
+                                   **({"OPENBLAS_NUM_THREADS": given} if given else {})})
+        assert done.stdout.strip() == expected
