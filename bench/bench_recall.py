@@ -251,8 +251,8 @@ def main() -> None:
             start = time.perf_counter()
             index.sync()
             synced = time.perf_counter() - start
-            start = time.perf_counter()
-            index.embed()
+            start, threads = time.perf_counter(), embedding.threads()
+            index.embed(threads=threads)  # as `sentient index` does
             embedded = time.perf_counter() - start
             bare = bare_fts(turns)
             recall: dict[tuple[str, str, int], list[bool]] = defaultdict(list)
@@ -283,7 +283,8 @@ def main() -> None:
         cells = [f"{statistics.mean(recall[(mode, s, k)]):.2f}" for s in [*sorts, "all"] for k in (5, 10)]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     lines += ["", f"Cold index of the {len(turns)} turns: FTS sync {synced:.1f} s, embedding {embedded:.1f} s "
-              f"({len(turns) / embedded:.0f} turns/s embedded; {len(turns) / (synced + embedded):.0f} turns/s in all).",
+              f"({len(turns) / embedded:.0f} turns/s embedded in {threads} thread{'s' if threads != 1 else ''}; "
+              f"{len(turns) / (synced + embedded):.0f} turns/s in all).",
               "", "| mode | median ms | p95 ms |" + (f" median ms at {args.scale:,} | p95 ms at {args.scale:,} |"
                                                       if large else ""),
               "|---|---|---|" + ("---|---|" if large else "")]

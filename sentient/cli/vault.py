@@ -59,14 +59,15 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     from sentient.embedding import problem as semantic_problem
+    from sentient.embedding import threads as embedding_threads
 
     progress = Progress("indexing")
     index = workspace.index
     report = index.rebuild(progress) if args.rebuild else index.sync(progress)
     progress.finish()
     embedding = Progress("embedding")
-    start = time.perf_counter()
-    embedded = index.embed(embedding)
+    start, threads = time.perf_counter(), embedding_threads()
+    embedded = index.embed(embedding, threads=threads)
     embedding.finish()
     counts = index.counts()
     held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
@@ -77,7 +78,8 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
         f"{report.removed} removed, {report.unchanged} unchanged{problems}"
     )
     if embedded:
-        print(f"embedded {plural(embedded, 'document')} in {time.perf_counter() - start:.2f} s")
+        took = time.perf_counter() - start
+        print(f"embedded {plural(embedded, 'document')} in {took:.2f} s ({embedded / took:.0f} a second)")
     elif (off := semantic_problem(load=False)) is not None:  # not loaded to say nothing is wrong
         print(off)
     return 0

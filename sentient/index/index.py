@@ -500,14 +500,15 @@ class Index(Reader):
 
     # --- vectors (vectors.py) -------------------------------------------------------------
 
-    def embed(self, progress: Callable[[int, int], None] | None = None, most: int | None = None) -> int:
+    def embed(self, progress: Callable[[int, int], None] | None = None, most: int | None = None,
+              threads: int = 1) -> int:
         """Embed every document of the embedded kinds that has no vectors from the model of now
         (all of them, after a model change), a batch at a time, each written in a short
         transaction: a search or the watcher's writes wait one batch at most. Returns how many
         were embedded; 0 without a model. `progress(done, total)` after each batch. `most`: embed
         at most this many (a search's share: the rest wait for `sentient index` or serve's
         background embedding). A whole pass (no `most`) then keeps the vectors file current
-        (keep_vectors)."""
+        (keep_vectors). `threads`: batches embedded at once, a thread each (vectors.embed_pending)."""
         if self._embedder is None or self._embedded_at == self.version:
             if self._embedder is not None and most is None:
                 self.keep_vectors()
@@ -543,7 +544,7 @@ class Index(Reader):
                     conn.executemany(f"INSERT OR REPLACE INTO vectors SELECT ?, ?, ?, ? WHERE {current}",
                                      [(*row, row[0], revision[row[0]]) for row in vectors])
 
-            done = embed_pending(read, write, model, total, progress, most) if total else 0
+            done = embed_pending(read, write, model, total, progress, most, threads) if total else 0
             if most is None or done < most:  # none left waiting at this version
                 self._embedded_at = self.version
         if most is None:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
@@ -115,26 +117,56 @@ def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
 def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]]],
                   write: Callable[[list[tuple[int, str]], list[tuple[int, int, str, bytes]]], None],
                   embedder: Embedder, total: int, progress: Callable[[int, int], None] | None,
-                  most: int | None = None) -> int:
+                  most: int | None = None, threads: int = 1) -> int:
     """Embed the documents `read(after, limit)` gives, a batch at a time, each batch written by
-    `write(embedded (doc, revision), vectors)`, `most` of them at most. Returns how many were embedded."""
-    done, after = 0, 0
-    while (most is None or done < most) and (rows := read(after, EMBED_BATCH if most is None
-                                                          else max(1, min(EMBED_BATCH, most - done)))):
-        after = rows[-1][0]
-        texts: list[str] = []
-        owners: list[tuple[int, int]] = []  # (doc, part) of each text
-        for doc, kind, title, body, _ in rows:
-            for part, text in enumerate(pieces(kind, title, body)):
-                texts.append(text)
-                owners.append((doc, part))
-        vectors = embedder.embed(texts) if texts else None
+    `write(embedded (doc, revision), vectors)`, `most` of them at most. Returns how many were embedded.
+
+    `threads` above 1 embeds that many batches at once, each in a thread of its own (numpy lets go
+    of the interpreter's lock while it computes, so each has a core), while this thread reads the
+    next batch and writes finished ones, in order; `read` and `write` are only called here. Work
+    that fits in one batch runs here alone, starting no thread."""
+    done = 0
+
+    def batches() -> Iterator[tuple[list[tuple[int, str, str, str, str]], list[tuple[int, int]], list[str]]]:
+        taken, after = 0, 0
+        while (most is None or taken < most) and (rows := read(after, EMBED_BATCH if most is None
+                                                               else min(EMBED_BATCH, most - taken))):
+            after, taken = rows[-1][0], taken + len(rows)
+            texts: list[str] = []
+            owners: list[tuple[int, int]] = []  # (doc, part) of each text
+            for doc, kind, title, body, _ in rows:
+                for part, text in enumerate(pieces(kind, title, body)):
+                    texts.append(text)
+                    owners.append((doc, part))
+            yield rows, owners, texts
+
+    def store(rows: list[tuple[int, str, str, str, str]], owners: list[tuple[int, int]], texts: list[str],
+              vectors: npt.NDArray[np.float32]) -> None:
+        nonlocal done
         write([(row[0], row[4]) for row in rows],
-              [(doc, part, text, vectors[n].tobytes()) for n, ((doc, part), text)  # type: ignore[index]
-               in enumerate(zip(owners, texts, strict=True))])
+              [(doc, part, text, vectors[n].tobytes()) for n, ((doc, part), text) in enumerate(zip(owners, texts,
+                                                                                                 strict=True))])
         done += len(rows)
         if progress is not None:
             progress(done, max(total, done))
+
+    if threads <= 1 or min(total, most or total) <= EMBED_BATCH:
+        for rows, owners, texts in batches():
+            store(rows, owners, texts, embedder.embed(texts))
+        return done
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="sentient-embedding")
+    try:
+        waiting: deque[tuple[tuple[Any, Any, Any], Future[npt.NDArray[np.float32]]]] = deque()
+        for batch in batches():
+            waiting.append((batch, pool.submit(embedder.embed, batch[2])))
+            if len(waiting) > threads:  # one more than the threads: a thread never waits for this one
+                finished, vectors = waiting.popleft()
+                store(*finished, vectors.result())
+        while waiting:
+            finished, vectors = waiting.popleft()
+            store(*finished, vectors.result())
+    finally:
+        pool.shutdown(cancel_futures=True)  # an error or an interrupt: what has not started never does
     return done
 
 
