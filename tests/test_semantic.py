@@ -132,6 +132,30 @@ def test_an_edited_entry_is_embedded_again_and_a_deleted_one_is_gone(index: Inde
         assert orphans.fetchone()[0] == 0
 
 
+def test_an_edit_embeds_only_the_pieces_it_changed_and_the_vectors_are_the_same(tmp_path: Path,
+                                                                              model: embedding.Embedder) -> None:
+    """An edited document's row is new, so all of it is embedded again; what it still says comes
+    from the pieces the index remembers (a session that grew by a message: its new message)."""
+    vault = Vault(tmp_path / "vault")
+    words = " ".join(f"word{number}" for number in range(150))  # several windows of the model's input
+    path = write(vault.root, "long", "A long entry", words)
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        index.embed()
+        first = index._remembered.computed
+        assert first == len(pieces("memory", "A long entry", words)) >= 3
+        path.write_text(path.read_text().replace("word149", "a changed ending"))
+        index.sync()
+        index.embed()
+        assert index._remembered.computed - first == 1  # the last window only
+        with index._reading() as conn:
+            stored = [bytes(row[0]) for row in conn.execute("SELECT vector FROM vectors ORDER BY part")]
+        again = model.embed(pieces("memory", "A long entry", words.replace("word149", "a changed ending")))
+        import numpy
+        assert numpy.allclose(numpy.frombuffer(b"".join(stored), dtype=numpy.float32).reshape(again.shape), again,
+                              atol=1e-6)  # what the model gives, remembered or not
+
+
 def test_another_model_embeds_everything_again(index: Index, model: embedding.Embedder) -> None:
     assert index.embed() == len(ENTRIES) and index.embed() == 0  # embedded once: nothing waits after
     other = embedding.Embedder.__new__(embedding.Embedder)

@@ -52,6 +52,7 @@ from sentient.index.schema import (
 )
 from sentient.index.vectors import (
     _PENDING,
+    Remembered,
     behind,
     embed_pending,
     forget_other_models,
@@ -111,6 +112,7 @@ class Index(Reader):
         self._corrupt = False  # a reader met a corrupt page: the next sync starts from an empty file
         self._first_new = 0  # rows of ids above this were written by the sync under way
         self._embedder = embedder
+        self._remembered = Remembered()  # the vectors of pieces embedded last: an edit embeds what it changed
         self.embed_in_search = EMBED_IN_SEARCH  # documents a search embeds first; 0 where another process embeds
         self._matrix = None
         self._queries: dict[tuple[str, str], Any] = {}
@@ -544,7 +546,8 @@ class Index(Reader):
                     conn.executemany(f"INSERT OR REPLACE INTO vectors SELECT ?, ?, ?, ? WHERE {current}",
                                      [(*row, row[0], revision[row[0]]) for row in vectors])
 
-            done = embed_pending(read, write, model, total, progress, most, threads) if total else 0
+            done = embed_pending(read, write, self._remembered.of(model), total, progress, most, threads) \
+                if total else 0
             if most is None or done < most:  # none left waiting at this version
                 self._embedded_at = self.version
         if most is None:

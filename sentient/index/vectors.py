@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
@@ -114,9 +115,63 @@ def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
         conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (MODEL_META, model))
 
 
+REMEMBERED = 4096  # pieces whose vectors an index keeps in memory (about 6 MB): see Remembered
+
+
+class Embeds(Protocol):
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class Remembered:
+    """The vectors of the last `most` pieces an index embedded, by their text. A document's row is
+    new after any edit, so all of it is embedded again; a session that grew by one message, or an
+    entry edited at its end, then costs the pieces that changed, not every piece again (serve
+    embeds each session after every turn). Thread-safe."""
+
+    def __init__(self, most: int = REMEMBERED) -> None:
+        self.most = most
+        self.computed = 0  # pieces the model embedded through this
+        self._model: str | None = None
+        self._vectors: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, model: Embedder) -> Embeds:
+        """`model`, asked only for the pieces not remembered."""
+        remembered = self
+
+        class Remembering:
+            def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+                return remembered.embed(model, texts)
+
+        return Remembering()
+
+    def embed(self, model: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        import numpy
+
+        with self._lock:
+            if self._model != model.id:  # another model's vectors are no use
+                self._vectors.clear()
+                self._model = model.id
+            known = {}
+            for text in texts:
+                if text in self._vectors:
+                    self._vectors.move_to_end(text)
+                    known[text] = self._vectors[text]
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        fresh = model.embed(missing) if missing else numpy.zeros((0, model.dimensions), dtype=numpy.float32)
+        with self._lock:
+            self.computed += len(missing)
+            for text, vector in zip(missing, fresh, strict=True):
+                self._vectors[text] = known[text] = vector.copy()
+            while len(self._vectors) > self.most:
+                self._vectors.popitem(last=False)
+        out: npt.NDArray[np.float32] = numpy.array([known[text] for text in texts], dtype=numpy.float32)
+        return out.reshape(len(texts), model.dimensions)
+
+
 def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]]],
                   write: Callable[[list[tuple[int, str]], list[tuple[int, int, str, bytes]]], None],
-                  embedder: Embedder, total: int, progress: Callable[[int, int], None] | None,
+                  embedder: Embeds, total: int, progress: Callable[[int, int], None] | None,
                   most: int | None = None, threads: int = 1) -> int:
     """Embed the documents `read(after, limit)` gives, a batch at a time, each batch written by
     `write(embedded (doc, revision), vectors)`, `most` of them at most. Returns how many were embedded.
