@@ -22,8 +22,7 @@ import os
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.results import write_section  # noqa: E402
+from bench.results import median_seconds, write_section  # noqa: E402
 from sentient.threats import PatternSet, scan, scan_many  # noqa: E402
 from sentient.threats.learned import Detector  # noqa: E402
 from train.corpus import FIXTURES, rows, split  # noqa: E402
@@ -77,15 +76,6 @@ def rates(alone: PatternSet, both: PatternSet) -> list[str]:
     return lines
 
 
-def timed(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def throughput(alone: PatternSet, both: PatternSet, megabytes: float, repeat: int) -> list[str]:
     notes = [item["text"] for item in yaml.safe_load((FIXTURES / "benign.yaml").read_text(encoding="utf-8"))]
     texts: list[str] = []
@@ -100,9 +90,9 @@ def throughput(alone: PatternSet, both: PatternSet, megabytes: float, repeat: in
     found: dict[str, list[list[float]]] = {name: [[], [], []] for name in sets}
     for _ in range(repeat):  # in turn, so both see the same load on the machine
         for name, patterns in sets.items():
-            found[name][0].append(timed(lambda p=patterns: scan_many(texts, p, helpers=False), 1))
-            found[name][1].append(timed(lambda p=patterns: scan_many(files, p, helpers=False), 1))
-            found[name][2].append(timed(lambda p=patterns: [scan(text, p) for text in one], 1))
+            found[name][0].append(median_seconds(lambda p=patterns: scan_many(texts, p, helpers=False), 1))
+            found[name][1].append(median_seconds(lambda p=patterns: scan_many(files, p, helpers=False), 1))
+            found[name][2].append(median_seconds(lambda p=patterns: [scan(text, p) for text in one], 1))
     lines = ["| way | entry-sized `scan_many` (as an index sync) | file-sized `scan_many` | `scan()` per note |",
              "|---|---|---|---|"]  # fmt: skip
     medians = {name: [statistics.median(runs) for runs in found[name]] for name in sets}

@@ -21,23 +21,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from sentient import embedding
-from sentient.index.vectors import Matrix
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-
-def best_of(runs: int, work: Callable[[], object]) -> float:
-    """The median seconds of `runs` calls of `work`."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from bench.results import median_seconds  # noqa: E402
+from sentient import embedding  # noqa: E402
+from sentient.index.vectors import Matrix  # noqa: E402
 
 
 def main() -> None:
@@ -51,15 +42,15 @@ def main() -> None:
     graph = Path(next(iter(spec.submodule_search_locations))) / embedding.MODEL_FILE
     version = importlib.metadata.version(embedding.PACKAGE)
     embedding.cached_weights(graph, version)  # the cache made, if it was not
-    parsed = best_of(args.runs, lambda: embedding._bert_weights(graph))
-    cached = best_of(args.runs, lambda: embedding.cached_weights(graph, version))
+    parsed = median_seconds(lambda: embedding._bert_weights(graph), args.runs)
+    cached = median_seconds(lambda: embedding.cached_weights(graph, version), args.runs)
     print(f"weights: parsed from the graph {parsed * 1000:.1f} ms, from the cache {cached * 1000:.2f} ms")
 
     index = args.vault / ".sentient" / "index.sqlite"
     conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True, isolation_level=None)
     rows = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-    from_sqlite = best_of(3, lambda: Matrix.load(conn, index.with_name("none"), 0))  # no file there: read it all
-    mapped = best_of(args.runs, lambda: Matrix.load(conn, index, 0))
+    from_sqlite = median_seconds(lambda: Matrix.load(conn, index.with_name("none"), 0), 3)  # no file there: read it all
+    mapped = median_seconds(lambda: Matrix.load(conn, index, 0), args.runs)
     print(f"vectors ({rows:,}): read from SQLite {from_sqlite * 1000:.0f} ms, "
           f"mapped from the file {mapped * 1000:.1f} ms")
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -46,3 +49,13 @@ def machine(*more: str) -> str:
     parts = [f"{os.cpu_count()} CPUs ({cpu})", f"{gib:.0f} GB RAM", f"Python {platform.python_version()}",
              f"{platform.system()} {platform.release()}", *more]
     return ", ".join(parts)
+
+
+def median_seconds(work: Callable[[], object], runs: int) -> float:
+    """The median wall time, in seconds, of `runs` calls of `work`."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-pytest_plugins = ["tests.scripted"]  # the `scripted` model fixture; imports litellm after the line above
+# the `scripted` model and the shipped embedding `model` fixtures; litellm is imported after the line above
+pytest_plugins = ["tests.scripted", "tests.semantic_support"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VAULTS = FIXTURES / "vaults"

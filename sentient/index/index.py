@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
@@ -546,8 +547,8 @@ class Index(Reader):
                     conn.executemany(f"INSERT OR REPLACE INTO vectors SELECT ?, ?, ?, ? WHERE {current}",
                                      [(*row, row[0], revision[row[0]]) for row in vectors])
 
-            done = embed_pending(read, write, self._remembered.of(model), total, progress, most, threads) \
-                if total else 0
+            embed = partial(self._remembered.embed, model)  # what the index embedded last is not embedded again
+            done = embed_pending(read, write, embed, total, progress, most, threads) if total else 0
             if most is None or done < most:  # none left waiting at this version
                 self._embedded_at = self.version
         if most is None:

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
@@ -118,10 +118,6 @@ def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
 REMEMBERED = 4096  # pieces whose vectors an index keeps in memory (about 6 MB): see Remembered
 
 
-class Embeds(Protocol):
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
-
-
 class Remembered:
     """The vectors of the last `most` pieces an index embedded, by their text. A document's row is
     new after any edit, so all of it is embedded again; a session that grew by one message, or an
@@ -135,17 +131,8 @@ class Remembered:
         self._vectors: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def of(self, model: Embedder) -> Embeds:
-        """`model`, asked only for the pieces not remembered."""
-        remembered = self
-
-        class Remembering:
-            def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-                return remembered.embed(model, texts)
-
-        return Remembering()
-
     def embed(self, model: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """`model.embed(texts)`, the model asked only for the pieces not remembered."""
         import numpy
 
         with self._lock:
@@ -171,10 +158,11 @@ class Remembered:
 
 def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]]],
                   write: Callable[[list[tuple[int, str]], list[tuple[int, int, str, bytes]]], None],
-                  embedder: Embeds, total: int, progress: Callable[[int, int], None] | None,
-                  most: int | None = None, threads: int = 1) -> int:
+                  embed: Callable[[Sequence[str]], npt.NDArray[np.float32]], total: int,
+                  progress: Callable[[int, int], None] | None, most: int | None = None, threads: int = 1) -> int:
     """Embed the documents `read(after, limit)` gives, a batch at a time, each batch written by
-    `write(embedded (doc, revision), vectors)`, `most` of them at most. Returns how many were embedded.
+    `write(embedded (doc, revision), vectors)`, `most` of them at most, their pieces' vectors by
+    `embed(texts)` (a model's embed, or Remembered.embed for it). Returns how many were embedded.
 
     `threads` above 1 embeds that many batches at once, each in a thread of its own (numpy lets go
     of the interpreter's lock while it computes, so each has a core), while this thread reads the
@@ -207,13 +195,13 @@ def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]
 
     if threads <= 1 or min(total, most or total) <= EMBED_BATCH:
         for rows, owners, texts in batches():
-            store(rows, owners, texts, embedder.embed(texts))
+            store(rows, owners, texts, embed(texts))
         return done
     pool = ThreadPoolExecutor(threads, thread_name_prefix="sentient-embedding")
     try:
         waiting: deque[tuple[tuple[Any, Any, Any], Future[npt.NDArray[np.float32]]]] = deque()
         for batch in batches():
-            waiting.append((batch, pool.submit(embedder.embed, batch[2])))
+            waiting.append((batch, pool.submit(embed, batch[2])))
             if len(waiting) > threads:  # one more than the threads: a thread never waits for this one
                 finished, vectors = waiting.popleft()
                 store(*finished, vectors.result())
