@@ -545,8 +545,9 @@ def register_echo_model() -> None:
 
 def serve(vault: Path, port: int, model_port: int) -> None:
     """`--serve`: what `sentient serve` runs (the watcher on). Chat's model is the echo in this
-    process; the helper role's is the paced model server, reached over the network as a provider's
-    API is, and the task runs with that role, so its runs run in processes of their own. The
+    process; the helper and extraction roles' are the paced model server, reached over the network
+    as a provider's API is, and the task runs with the helper's, so its runs run in processes of
+    their own. The
     scheduler does not start runs by itself (`schedule=False`): this benchmark starts them."""
     import uvicorn
 
@@ -555,8 +556,9 @@ def serve(vault: Path, port: int, model_port: int) -> None:
     register_echo_model()
     settings = load_settings(vault, {"SENTIENT_MODEL": "scripted/test"})
     helper = {"model": "openai/paced", "api_base": f"http://127.0.0.1:{model_port}/v1", "api_key_env": "PACED_KEY"}
-    settings = settings.model_copy(update={"models": settings.models.model_copy(update={
-        "helper": settings.models.helper.model_copy(update=helper)})})
+    settings = settings.model_copy(update={"models": settings.models.model_copy(update={  # every model a run
+        "helper": settings.models.helper.model_copy(update=helper),  # may use (docs/tasks.md): apart
+        "extraction": settings.models.extraction.model_copy(update=helper)})})
     app = create_app(settings, environ={"PACED_KEY": "sk-paced"}, schedule=False)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

@@ -23,7 +23,7 @@ from sentient.api.app import create_app
 from sentient.config import load_settings
 from sentient.llm import LLM
 from tests.agent_support import SCRIPTED, configure, http_server, respond
-from tests.scripted import Scripted
+from tests.scripted import Scripted, text
 from tests.test_api_server import Running, eventually, uvicorn_thread
 
 TASK = "weekly-digest"
@@ -303,3 +303,30 @@ def test_only_a_model_that_lives_in_this_process_keeps_a_run_here(vault: Path, s
     assert mixed.in_this_process("chat", "helper", "extraction")
     assert not mixed.in_this_process("chat")
 
+
+
+def test_where_a_run_goes_follows_its_tasks_role_not_every_role(
+    vault: Path, model: tuple[Model, str], scripted: Scripted
+) -> None:
+    """Chat's model lives in serve (a provider registered here); the task's role is the helper's,
+    and the helper's and summaries' models are on the network: its runs go apart, as chat's model
+    is never theirs. A task whose role is chat
+    keeps its run on serve's thread, where that model is reached (apart, it could not be)."""
+    served, base = model
+    served.gate.clear()
+    network = {"model": "openai/digest", "api_base": f"{base}/v1", "api_key_env": "DIGEST_KEY"}
+    configure(vault, timezone="UTC", model=SCRIPTED, models={"helper": network, "extraction": network})
+    task = vault / "tasks" / TASK / "task.md"
+    task.write_text(task.read_text().replace("enabled: true\n", "enabled: true\nrole: helper\n"))
+    app = create_app(load_settings(vault, {}), environ={"DIGEST_KEY": KEY}, watch=False, schedule=False)
+    with uvicorn_thread(app) as port, Running(app, port, vault).http() as http:
+        run = start(http)
+        assert served.held.wait(SLOW), "the run's model call never came"
+        assert len(run_processes()) == 1, "a run on the helper's network model stayed in serve"
+        served.gate.set()
+        assert eventually(ended(http, run), "the run ended", SLOW)["status"] == "succeeded"
+        eventually(lambda: not run_processes(), "the run's process ended")
+        task.write_text(task.read_text().replace("role: helper\n", ""))  # chat's role: the model in serve
+        scripted.queue(text("Nothing new on the Ledger."))
+        shown = eventually(ended(http, start_again(http)), "the second run ended", SLOW)
+        assert shown["status"] == "succeeded" and shown["answer"] == "Nothing new on the Ledger.", shown

@@ -19,13 +19,15 @@ from collections.abc import Callable, Mapping
 
 from sentient.agent.sandbox import kill_tree
 from sentient.agent.turn import Agent
+from sentient.errors import SentientError
 from sentient.tasks import child
 from sentient.tasks.executor import Started, begin_run, execute
 from sentient.tasks.runs import log_line, mark_cut_off, request_cancel, write_run
-from sentient.tasks.spec import ROLES
+from sentient.tasks.spec import ROLES, task_spec
 from sentient.vault.store import iso
 
 log = logging.getLogger(__name__)
+ASKED_ROLES = ("helper", "extraction")  # any run may ask a helper (delegate) or a summary (compaction)
 
 
 class Runner:
@@ -157,7 +159,7 @@ class Runner:
             if started is None:
                 return
             try:
-                if self._runs_apart():
+                if self._runs_apart(started):
                     self._execute_apart(started)
                 else:
                     execute(self.agent, started)
@@ -166,10 +168,21 @@ class Runner:
             finally:
                 self._ended(started)
 
-    def _runs_apart(self) -> bool:
-        """Runs go apart unless a model they may use (their role's, or a helper's or a summary's
-        they ask for) lives only in this process."""
-        return self.apart and not self.agent.llm.in_this_process(*ROLES)
+    def _runs_apart(self, started: Started) -> bool:
+        """A run goes apart unless a model it may use (its task's role's, or a helper's or a
+        summary's it asks for) lives only in this process."""
+        return self.apart and not self.agent.llm.in_this_process(*self._roles(started))
+
+    def _roles(self, started: Started) -> tuple[str, ...]:
+        """The model roles a run of `started`'s task may use: its task's role, and the roles of
+        the helpers and summaries any run may ask for. A task file that cannot be read now may
+        name any role (the run itself records why it failed)."""
+        try:
+            spec = task_spec(self.agent.workspace.vault.get("task", started.task), self.agent.settings,
+                             self.agent.registry.names())
+        except SentientError:
+            return ROLES
+        return (spec.role, *ASKED_ROLES)
 
     def _execute_apart(self, started: Started) -> None:
         failed = None
