@@ -63,6 +63,7 @@ class Models(Section):
 
 class Features(Section):
     memory: bool = True
+    semantic: bool = True  # false: search ranks by words alone; nothing is embedded, the model never loads
 
 
 class Limits(Section):
@@ -355,10 +356,11 @@ def load_settings(vault: Path | None, environ: Mapping[str, str]) -> Settings:
         models = dict(raw.get("models") or {})
         models["helper"] = {**dict(models.get("helper") or {}), "model": environ["SENTIENT_HELPER_MODEL"]}
         raw["models"] = models
-    if "SENTIENT_MEMORY" in environ:
-        features = dict(raw.get("features") or {})
-        features["memory"] = _env_bool("SENTIENT_MEMORY", environ["SENTIENT_MEMORY"])
-        raw["features"] = features
+    for variable, feature in (("SENTIENT_MEMORY", "memory"), ("SENTIENT_SEMANTIC", "semantic")):
+        if variable in environ:
+            features = dict(raw.get("features") or {})
+            features[feature] = _env_bool(variable, environ[variable])
+            raw["features"] = features
     try:
         settings = Settings(vault=root, **raw)
     except Invalid as exc:

@@ -8,7 +8,6 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sentient import embedding
 from sentient.conflicts import git_state, open_conflicts
 from sentient.errors import BadFile
 from sentient.llm import LLM
@@ -114,7 +113,7 @@ def examine(workspace: Workspace, llm: LLM | None = None) -> Diagnosis:
         git=git_state(workspace),
         conflicts=open_conflicts(workspace),
         kept_aside=kept_aside(workspace.vault.root),
-        notes=[off] if (off := embedding.problem()) is not None else [],
+        notes=[off] if (off := workspace.semantic_problem()) is not None else [],
     )
 
 

@@ -60,13 +60,12 @@ class Shown:
 def show(workspace: Workspace, query: str, *, kind: str | None = None, limit: int = 10,
          mode: str | None = None) -> Shown:
     """`find`, after a sync unless a watcher keeps the index current, each hit judged now."""
-    from sentient.embedding import problem as semantic_problem
     from sentient.memory import judge_hit
     from sentient.vault.kinds import one_line
 
     if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
         workspace.index.sync()
-    problem = semantic_problem() if mode not in (None, "bm25") else None
+    problem = workspace.semantic_problem() if mode not in (None, "bm25") else None
     found = find(workspace.index, query, kind=kind, limit=limit, mode=mode)
     rows = []
     for hit in found.hits:

@@ -40,8 +40,18 @@ class Workspace:
         """The index, opened on first use (a command that never searches never creates it)."""
         if self._index is None:
             self._index = Index(self.vault, judge=self.judge, judge_version=lambda: self.judge_fingerprint,
-                                judge_many=self.judge.threats, path=self.index_path, embedder=embedding.embedder)
+                                judge_many=self.judge.threats, path=self.index_path,
+                                embedder=embedding.embedder if self.settings.features.semantic else None)
         return self._index
+
+    def semantic_problem(self, *, load: bool = True) -> str | None:
+        """Why search does not rank by meaning too, and how to turn it on; None when it does.
+        Turned off in the settings, or the model cannot load (embedding.problem)."""
+        if not self.settings.features.semantic:
+            return ("semantic search is off: features.semantic is false in sentient.yaml (or SENTIENT_SEMANTIC=0); "
+                    "search ranks by words alone (BM25) and nothing is embedded. To turn it on, set it to true "
+                    "or remove the line")
+        return embedding.problem(load=load)
 
     @property
     def judge_fingerprint(self) -> str:

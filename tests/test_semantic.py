@@ -22,7 +22,7 @@ from sentient.index.vectors import EMBED_BATCH, blended, embed_pending, fused, p
 from sentient.memory import create_entry
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
-from tests.agent_support import agent_on
+from tests.agent_support import agent_on, configure
 from tests.scripted import Scripted, call, text
 from tests.semantic_support import write
 
@@ -271,6 +271,41 @@ def test_search_modes_through_the_cli_and_health(make_vault: Callable[[str], Pat
         assert ("anika" in found) == (mode != "bm25"), (mode, found)
     workspace = open_workspace(load_settings(vault, {}))
     assert workspace.index.semantic_model() is not None
+
+
+def test_turned_off_nothing_is_embedded_everything_ranks_by_words_and_it_says_so(
+        make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str], model: embedding.Embedder) -> None:
+    """features.semantic: false: the model is installed and loads, but nothing is embedded, every
+    mode ranks by words, and index, search, doctor and health say it is off and how to turn it on;
+    turned on again (SENTIENT_SEMANTIC=1 here), what is waiting is embedded."""
+    from fastapi.testclient import TestClient
+
+    from sentient.api.app import create_app
+    from sentient.cli import main
+    from sentient.doctor import examine
+    vault = make_vault("basic")
+    for key, (title, body) in ENTRIES.items():
+        write(vault, key, title, body)
+    configure(vault, features={"semantic": False})
+    assert main(["--vault", str(vault), "index"]) == 0
+    out = capsys.readouterr().out
+    assert not any(line.startswith("embedded ") for line in out.splitlines()) and "features.semantic is false" in out
+    assert main(["--vault", str(vault), "search", "--json", "--mode", "vector", "--kind", "memory", PARAPHRASE]) == 0
+    searched = capsys.readouterr()
+    assert "anika" not in [hit["id"] for hit in json.loads(searched.out)]  # by words: it shares none
+    assert "features.semantic is false" in searched.err
+    settings = load_settings(vault, {})
+    workspace = open_workspace(settings)
+    assert workspace.index.semantic_model() is None and workspace.index.embed() == 0
+    assert pending_count(workspace.index) > 0  # nothing was embedded
+    assert any("features.semantic" in note for note in examine(workspace).notes)
+    app = create_app(settings, environ={}, watch=False, schedule=False)
+    with TestClient(app, base_url="http://localhost", headers={"Authorization": f"Bearer {app.state.token}"}) as c:
+        health = c.get("/api/health").json()["search"]
+    assert health["default"] == "bm25" and health["modes"] == ["bm25"] and "features.semantic" in health["problem"]
+    on = open_workspace(load_settings(vault, {"SENTIENT_SEMANTIC": "1"}))
+    assert on.index.embed() > 0 and on.semantic_problem() is None
+    assert "anika" in keys(on.index.search(PARAPHRASE, kind="memory", mode="vector"))
 
 
 # --- without the model ------------------------------------------------------------------------

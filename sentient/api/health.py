@@ -6,7 +6,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from sentient import embedding
 from sentient.api.deps import AgentDep, WorkspaceDep
 from sentient.conflicts import as_dict, git_state, open_conflicts
 
@@ -40,5 +39,5 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         "git": {"state": git_state(workspace), "conflicts": [as_dict(copy) for copy in open_conflicts(workspace)]},
         # how search ranks: by words and meaning (hybrid), or by words alone, and then why
         "search": {"modes": ["bm25", "vector", "hybrid"] if semantic else ["bm25"],
-                   "default": "hybrid" if semantic else "bm25", "problem": embedding.problem()},
+                   "default": "hybrid" if semantic else "bm25", "problem": workspace.semantic_problem()},
     }

@@ -58,7 +58,6 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
-    from sentient.embedding import problem as semantic_problem
     from sentient.embedding import threads as embedding_threads
 
     progress = Progress("indexing")
@@ -80,7 +79,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     if embedded:
         took = time.perf_counter() - start
         print(f"embedded {plural(embedded, 'document')} in {took:.2f} s ({embedded / took:.0f} a second)")
-    elif (off := semantic_problem(load=False)) is not None:  # not loaded to say nothing is wrong
+    elif (off := workspace.semantic_problem(load=False)) is not None:  # not loaded to say nothing is wrong
         print(off)
     return 0
 
