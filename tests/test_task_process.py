@@ -100,20 +100,32 @@ def vault(make_vault: Callable[[str], Path]) -> Path:
     return make_vault("basic")
 
 
-def run_processes() -> list[int]:
-    """Pids of this process's children that are task runs."""
-    found = []
+def processes() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process there is."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-            command = (entry / "cmdline").read_bytes()
+            found[int(entry.name)] = (parent, (entry / "cmdline").read_bytes())
         except (OSError, ValueError, IndexError):
             continue
-        if parent == os.getpid() and b"sentient.tasks.child" in command:
-            found.append(int(entry.name))
     return found
+
+
+def fork_servers() -> list[int]:
+    """Pids of this process's children that are fork servers of runs (sentient/tasks/forks.py)."""
+    return [pid for pid, (parent, command) in processes().items()
+            if parent == os.getpid() and b"sentient.tasks.child" in command and b"--fork-server" in command]
+
+
+def run_processes() -> list[int]:
+    """Pids of the task runs' processes this process started: forked by its fork server, or
+    started by it."""
+    everything, servers = processes(), set(fork_servers())
+    return [pid for pid, (parent, command) in everything.items() if b"sentient.tasks.child" in command
+            and (parent in servers or (parent == os.getpid() and b"--fork-server" not in command))]
 
 
 def running(mark: str) -> list[int]:
@@ -159,6 +171,7 @@ def test_a_run_on_a_network_model_runs_in_its_own_process_while_a_chat_is_answer
         run = start(http)
         assert served.held.wait(SLOW), "the run's model call never came"
         assert len(run_processes()) == 1, "the run is not in a process of its own"
+        assert len(fork_servers()) == 1, "the run's process was not forked by the fork server"
         chat = http.post("/api/chat", json={"message": "hello"}, timeout=SLOW)  # the run's call is held meanwhile
         assert chat.status_code == 200 and chat.json()["reply"] == "ok"
         assert http.post(f"/api/tasks/{TASK}/run").status_code == 409  # its lock is held for it
@@ -330,3 +343,31 @@ def test_where_a_run_goes_follows_its_tasks_role_not_every_role(
         scripted.queue(text("Nothing new on the Ledger."))
         shown = eventually(ended(http, start_again(http)), "the second run ended", SLOW)
         assert shown["status"] == "succeeded" and shown["answer"] == "Nothing new on the Ledger.", shown
+
+
+def test_runs_are_forked_each_in_a_process_of_its_own_by_one_server_and_a_lost_server_is_replaced(
+    vault: Path, model: tuple[Model, str]
+) -> None:
+    """The fork server imports once and forks a fresh process for each run; killed between two
+    runs, the next run starts a new one, and succeeds; serve stopping stops it."""
+    served, base = model
+    with server_on(vault, base) as server, server.http() as http:
+        seen = []
+        for number in range(3):
+            served.gate.clear()
+            served.held.clear()  # the last run's second call set it too
+            run = start_again(http)
+            assert served.held.wait(SLOW)
+            [process], [forker] = run_processes(), fork_servers()
+            assert processes()[process][0] == forker  # forked by the server, serve's child
+            seen.append((process, forker))
+            served.gate.set()
+            assert eventually(ended(http, run), "the run ended", SLOW)["status"] == "succeeded"
+            eventually(lambda: not run_processes(), "the run's process ended")
+            if number == 1:
+                os.kill(forker, signal.SIGKILL)
+                eventually(lambda: not fork_servers() or None, "the fork server gone")
+        (first, server_1), (second, server_2), (third, server_3) = seen
+        assert len({first, second, third}) == 3  # a fresh process each run
+        assert server_1 == server_2 != server_3  # one server across runs; a new one once it was gone
+    assert not fork_servers(), "the fork server outlived serve"

@@ -25,11 +25,13 @@ import sys
 from collections.abc import Mapping
 from contextlib import suppress
 from types import FrameType
+from typing import Any
 
 from sentient.agent.sandbox import kill_tree
 from sentient.agent.turn import Agent, open_agent
 from sentient.config import Settings
 from sentient.tasks.executor import Started, execute
+from sentient.tasks.forks import Forked, ForkServer
 from sentient.tasks.runs import RunLock, log_line, write_run
 from sentient.vault.store import iso
 from sentient.workspace import open_workspace, with_current_patterns
@@ -41,10 +43,15 @@ ENDED = ("succeeded", "failed", "cancelled")
 NICENESS = 10  # how much lower a run's process runs than serve (the Unix nice scale: 10 of 19)
 
 
-def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start the process of a begun run; it reads what to do from its standard input (`wait`).
-    It runs at a lower priority (NICENESS) than serve: a run is background work, and when the two
-    want the same core (its start-up, about a second of imports; its steps), a chat goes first."""
+def spawn(agent: Agent, started: Started, environ: Mapping[str, str],
+          server: ForkServer | None = None) -> subprocess.Popen[bytes] | Forked:
+    """Start the process of a begun run: forked by `server` (forks.py: the model client already
+    imported) and given its run at once, or else a fresh interpreter that reads its run from its
+    standard input (`wait`). It runs at a lower priority (NICENESS) than serve: a run is
+    background work, and when the two want the same core (its steps; a fresh interpreter's
+    start-up, about a second of imports), a chat goes first. ForkServerGone when `server` is."""
+    if server is not None:
+        return server.fork(payload(agent, started), started.lock.fileno())
     fd = started.lock.fileno()
     process = subprocess.Popen(
         [sys.executable, "-P", "-m", "sentient.tasks.child"],  # -P: not from serve's working folder
@@ -58,14 +65,22 @@ def spawn(agent: Agent, started: Started, environ: Mapping[str, str]) -> subproc
     return process
 
 
-def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> str:
-    """Give the process its run, wait for it to end, and record what it could not; the run's status."""
+def payload(agent: Agent, started: Started) -> dict[str, Any]:
+    """What a run's process is told: the settings, the run, and its lock's descriptor."""
+    return {"settings": agent.settings.handed_down(), "task": started.task, "run": started.run,
+            "trigger": started.trigger, "note": started.note, "lock": started.lock.fileno()}
+
+
+def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes] | Forked) -> str:
+    """Give a fresh interpreter its run, wait for the process to end, and record what it could
+    not; the run's status."""
     limit = agent.settings.tasks.timeout
-    payload = {"settings": agent.settings.handed_down(), "task": started.task, "run": started.run,
-               "trigger": started.trigger, "note": started.note, "lock": started.lock.fileno()}
     why = None
     try:
-        process.communicate(json.dumps(payload).encode(), timeout=limit + GRACE)
+        if isinstance(process, Forked):  # given its run when it was forked
+            process.wait(limit + GRACE)
+        else:
+            process.communicate(json.dumps(payload(agent, started)).encode(), timeout=limit + GRACE)
     except subprocess.TimeoutExpired:
         kill_tree(process.pid)  # with what it started (a script)
         process.wait()
@@ -93,18 +108,25 @@ def wait(agent: Agent, started: Started, process: subprocess.Popen[bytes]) -> st
     return status
 
 
-def main() -> int:
-    """The child: execute the run described on standard input."""
-    payload = json.loads(sys.stdin.buffer.read())
-    task, run = str(payload["task"]), str(payload["run"])
-    logging.basicConfig(level=logging.WARNING, format=f"task {task} run {run}: %(levelname)s %(name)s: %(message)s")
+def main(argv: list[str]) -> int:
+    """The child: execute the run described on standard input; with `--fork-server FD`, the fork
+    server (forks.py), which imports what a run needs and forks a process for each run."""
+    if argv[:1] == ["--fork-server"]:
+        return fork_server(int(argv[1]))
+    return run(json.loads(sys.stdin.buffer.read()))
+
+
+def run(payload: dict[str, Any]) -> int:
+    """Execute the run `payload` describes (spawn's payload())."""
+    task, key = str(payload["task"]), str(payload["run"])
+    logging.basicConfig(level=logging.WARNING, format=f"task {task} run {key}: %(levelname)s %(name)s: %(message)s")
     settings = with_current_patterns(Settings.handed_over(payload["settings"]))
     workspace = open_workspace(settings)
     workspace.index.embed_in_search = 0  # serve embeds what changed, beside it: a run's searches do not
     agent = open_agent(workspace, os.environ)
     agent.llm.prepare()  # before the run's clock starts
     lock = RunLock.inherited(workspace.vault, task, int(payload["lock"]))
-    started = Started(task, run, str(payload["trigger"]), lock, payload.get("note"))
+    started = Started(task, key, str(payload["trigger"]), lock, payload.get("note"))
 
     def stopping(signum: int, frame: FrameType | None) -> None:
         started.stopping = "Sentient stopped before it ended"
@@ -119,5 +141,19 @@ def main() -> int:
     return 0
 
 
+def fork_server(fd: int) -> int:
+    """Import what every run needs, once (the model client: litellm, and the embedding model a
+    run's searches use), then fork a process for each run (forks.serve_forks)."""
+    import litellm  # noqa: F401  (most of a run's start-up: imported here, once)
+
+    from sentient import embedding
+    from sentient.tasks.forks import serve_forks
+
+    with suppress(Exception):  # a run's searches embed their query; no model: they rank by words
+        if (model := embedding.embedder()) is not None:
+            model.embed(["a run's search"])  # the weights mapped, the tokenizer read
+    return serve_forks(fd, run)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

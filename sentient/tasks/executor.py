@@ -31,6 +31,7 @@ from sentient.agent.turn import Agent
 from sentient.errors import SentientError
 from sentient.knowledge import Knowledge, shortened
 from sentient.tasks.continuity import Continuity, continuity
+from sentient.tasks.forks import Forked
 from sentient.tasks.notepad import Kept, keep_run_note
 from sentient.tasks.runs import (
     SUMMARY_CHARS,
@@ -84,7 +85,7 @@ class Started:
     note: str | None = None  # for its log: why it runs now (a slot missed while Sentient was not running)
     cancel: threading.Event = field(default_factory=threading.Event)
     stopping: str | None = None  # why it is cancelled when not by the person ("Sentient stopped")
-    process: subprocess.Popen[bytes] | None = None  # running in a process of its own (child.py)
+    process: subprocess.Popen[bytes] | Forked | None = None  # running in a process of its own (child.py)
 
     @property
     def key(self) -> str:

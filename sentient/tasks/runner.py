@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from sentient.agent.turn import Agent
 from sentient.errors import SentientError
 from sentient.tasks import child
 from sentient.tasks.executor import Started, begin_run, execute
+from sentient.tasks.forks import Forked, ForkServer, ForkServerGone
 from sentient.tasks.runs import log_line, mark_cut_off, request_cancel, write_run
 from sentient.tasks.spec import ROLES, task_spec
 from sentient.vault.store import iso
@@ -45,6 +47,9 @@ class Runner:
         self._going: dict[str, Started] = {}  # task -> its run, queued or running, in this process
         self._guard = threading.Condition()
         self._workers: list[threading.Thread] = []
+        self._forks: ForkServer | None = None  # started by the first run that goes apart (forks.py)
+        self._no_forks = False  # it could not start here: runs start fresh interpreters
+        self._forking = threading.Lock()  # one worker at a time starts or asks the fork server
 
     def recover(self) -> list[str]:
         """Mark failed the runs a process left going when it ended ('task/run' of each)."""
@@ -130,6 +135,10 @@ class Runner:
         for worker in self._workers if late else ():
             worker.join(max(0.0, deadline - time.monotonic()))
         self._workers = []
+        with self._forking:
+            if self._forks is not None:  # the runs it forked have been stopped above
+                self._forks.close()
+                self._forks = None
         for started in self.going():  # still in a model call: say so now, the process is ending
             now = self.agent.clock()
             try:
@@ -185,13 +194,16 @@ class Runner:
         return (spec.role, *ASKED_ROLES)
 
     def _execute_apart(self, started: Started) -> None:
-        failed = None
-        with self._guard:  # stop() sees either no process (and no run started) or one it can stop
-            if started.stopping is None:
-                try:
-                    started.process = child.spawn(self.agent, started, self.environ)
-                except OSError as exc:
-                    failed = f"its process could not be started ({exc})"
+        failed, process = None, None
+        if started.stopping is None:  # not under the guard: the first fork waits for the server's imports
+            try:
+                process = self._spawn(started)
+            except OSError as exc:
+                failed = f"its process could not be started ({exc})"
+        with self._guard:  # stop() sees no process and stops it here, or sees it and stops it itself
+            started.process = process
+            if process is not None and started.stopping is not None:
+                process.terminate()  # stopped before its first step: wait() records that
         if started.process is None:
             self._never_ran(started, failed)
             return
@@ -199,6 +211,38 @@ class Runner:
             child.wait(self.agent, started, started.process)
         finally:
             started.lock.release()
+
+    def _spawn(self, started: Started) -> subprocess.Popen[bytes] | Forked:
+        """The run's process: forked by the fork server, started first when there is none (or it
+        left); a fresh interpreter where there can be none."""
+        with self._forking:
+            if not self._no_forks:
+                forked = self._fork(started)
+                if forked is not None:
+                    return forked
+        return child.spawn(self.agent, started, self.environ)
+
+    def _fork(self, started: Started) -> Forked | None:
+        for _ in range(2):  # a server that left since the last run: once more with a new one
+            if self._forks is None or not self._forks.alive:
+                if self._forks is not None:
+                    self._forks.close()
+                try:
+                    self._forks = ForkServer(self.environ, child.NICENESS)
+                except OSError as exc:
+                    log.warning("runs start a fresh process each (no fork server: %s)", exc)
+                    self._no_forks, self._forks = True, None
+                    return None
+            try:
+                forked = child.spawn(self.agent, started, self.environ, self._forks)
+            except ForkServerGone as exc:
+                log.warning("the fork server is gone (%s); starting another", exc)
+                continue
+            assert isinstance(forked, Forked)
+            return forked
+        log.warning("runs start a fresh process each: the fork server went twice without forking")
+        self._no_forks = True
+        return None
 
     def _ended(self, started: Started) -> None:
         with self._guard:
