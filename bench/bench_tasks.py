@@ -825,9 +825,10 @@ def chat_section(args: argparse.Namespace, chat: ChatResult) -> list[str]:
         "### A chat beside a task run", "",
         f"A server process as `sentient serve` runs it (uvicorn, the watcher on) over a {chat.entries:,}-entry vault "
         "(bench/bench_api.py's); chat's model is the scripted one in the server's process, answering at once, so a "
-        "turn's time is the server's own; the task's (its `role: helper`) is a model server of its own on 127.0.0.1, "
-        "reached over the network as a provider's API is, so each run runs in a process of its own, as `serve` runs "
-        "any run whose model is not the embedded one. "
+        "turn's time is the server's own; the task's (its `role: helper`, and the extraction role's) is a model server "
+        "of its own on 127.0.0.1, reached over the network as a provider's API is, so each run runs in a process of "
+        "its own, as `serve` runs any run whose models are not the embedded one: forked by the fork server "
+        "(sentient/tasks/forks.py), which imported the model client once. "
         f"One client, `POST /api/chat`, {len(chat.rounds[0].latencies)} turns a round (conversations of 10 messages), "
         f"rounds alternating: no run going, then a run of a recurring task always going (`POST "
         f"/api/tasks/{{id}}/run`, started again as soon as the last one ended: the driver reads the run file's "
