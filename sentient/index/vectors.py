@@ -61,7 +61,9 @@ MIN_COSINE = 0.3
 # then FLAT_WORDS_WEIGHT, and meaning decides. Chosen on bench/bench_recall.py's sets (seeds 7 and
 # 24, docs/benchmarks.md): reciprocal rank fusion (k 10, the vectors at half weight) gave recall@10
 # 0.73/0.70, these 0.79/0.75; a fixed weight either lost the questions naming a day (meaning
-# cannot read a date) or the paraphrases (the name matches every turn of its speaker).
+# cannot read a date) or the paraphrases (the name matches every turn of its speaker). Chosen with
+# plain cosines; since vectors are ranked apart from the vault's average (Matrix.nearest), the
+# same weights give 0.87/0.83 there, and 0.83-0.85 on seeds 99 and 301-303, never chosen on.
 WORDS_WEIGHT = 0.7
 FLAT_WORDS_WEIGHT = 0.2
 FLAT_GAP = 0.1
@@ -274,8 +276,8 @@ class Matrix:
         (unit length): the query's cosine with the piece less the average's, scaled. What every
         piece shares (a sentence model puts all its vectors in a narrow cone: here small talk,
         greetings, the shape of a question) then counts for nothing, and what sets the piece apart
-        decides. Recall@10 by meaning alone on bench/bench_recall.py went from 0.47-0.53 to
-        0.71-0.75 (docs/benchmarks.md). One product with every vector: the plain cosine is the
+        decides. Recall@10 by meaning alone on bench/bench_recall.py went from 0.47-0.50 to
+        0.70-0.72 (docs/benchmarks.md). One product with every vector: the plain cosine is the
         closeness scaled back plus the piece's product with the average (`shared`, computed when
         the vectors were loaded; a product with two columns at once cost twice one)."""
         import numpy as np
