@@ -88,6 +88,27 @@ def test_a_paraphrase_is_found_by_hybrid_and_vector_and_not_by_bm25(index: Index
     assert keys(index.search("which food is she allergic to", mode="hybrid"))[0] == "peanuts"
 
 
+CHAT = ["How is your week going?", "Did you see the game on Sunday?", "Are you free for lunch tomorrow?",
+        "What are you up to this weekend?", "Did you get my message?", "How was the trip back?",
+        "Can you call me later?", "Where are we meeting tonight?", "Did you sleep well?", "What time works for you?",
+        "Long day, heading home now.", "Thanks again for dinner.", "Running ten minutes late, sorry.",
+        "That sounds lovely.", "Ha, fair enough.", "Talk soon!"]
+
+
+def test_small_talk_like_every_other_turn_does_not_outrank_the_answer_by_meaning(
+        tmp_path: Path, model: embedding.Embedder) -> None:
+    """A question is near every question and greeting of a chat (their plain cosines with it are
+    higher than the answer's: ten of these outrank it); taken apart from the vault's average, the
+    answer is nearest."""
+    vault = Vault(tmp_path / "vault")
+    for number, said in enumerate(CHAT):
+        write(vault.root, f"chat{number:02d}", "Anika", said)
+    write(vault.root, "moved", "Anika", "We moved to Lisbon last week, the flat has a view of the river.")
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        assert keys(index.search("Which city does Anika live in now?", mode="vector"))[0] == "moved"
+
+
 def test_vector_hits_pass_the_filters(index: Index) -> None:
     assert index.search(PARAPHRASE, mode="vector", kind="note") == []
     assert keys(index.search(PARAPHRASE, mode="vector", kind="memory"))[0] == "anika"

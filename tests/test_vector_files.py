@@ -149,11 +149,14 @@ def test_a_stale_file_never_gives_an_edited_or_deleted_documents_old_vector(inde
     write(root, key, title, edited)
     index.sync()
     assert doc_id(index, key) == last  # the same row id: only the log tells its vectors apart
-    expected = float(model.embed([f"{title}\n{edited}"])[0] @ query)
+    now = model.embed([f"{title}\n{edited}"])[0]
     for open_again in (False, True):
         searcher = Index(index.vault, embedder=lambda: model) if open_again else index
         scored = {hit.key: hit.score for hit in searcher.search(said, mode="vector", limit=10)}
         assert vector_files(index) == written  # the search read around the file, never wrote it
+        assert searcher._matrix is not None
+        apart = query - searcher._matrix.mean  # its closeness: the cosine with the query less the average
+        expected = float(now @ apart) / float((apart ** 2).sum() ** 0.5)
         assert key not in scored or abs(scored[key] - expected) < 1e-4, scored
         assert [hit.key for hit in searcher.search(edited, mode="vector")][:1] == [key]  # by its vectors of now
         if open_again:
@@ -249,3 +252,22 @@ def test_serves_background_embedding_writes_the_file_when_nothing_is_left(tmp_pa
         finally:
             background.stop()
         assert background.embedded == len(ENTRIES) and len(vector_files(index)) == 2
+
+
+def test_the_file_names_the_average_a_search_takes_apart_and_one_without_it_is_averaged(index: Index) -> None:
+    """A new process ranks by meaning apart from the vault's average (vectors.Matrix.nearest): the
+    average of the file's rows, kept in the index with the file, not read from every vector again;
+    a file named before its average was kept is averaged once when loaded."""
+    with index._reading() as conn:
+        every = np.frombuffer(b"".join(row[0] for row in conn.execute("SELECT vector FROM vectors")),
+                              dtype=np.float32).reshape(-1, embedding.DIMENSIONS)
+        stored = json.loads(conn.execute("SELECT value FROM meta WHERE name = ?", (FILE_META,)).fetchone()[0])
+    assert np.abs(np.array(stored["mean"]) - every.mean(axis=0)).max() < 1e-6
+    for kept in (True, False):
+        if not kept:
+            with index._writing() as conn:
+                conn.execute("UPDATE meta SET value = ? WHERE name = ?",
+                             (json.dumps({k: v for k, v in stored.items() if k != "mean"}), FILE_META))
+        with Index(index.vault, embedder=index._embedder) as again:
+            assert [hit.key for hit in again.search(ALLERGY, mode="vector")][:1] == ["peanuts"]
+            assert again._matrix is not None and np.abs(again._matrix.mean - every.mean(axis=0)).max() < 1e-6
