@@ -18,7 +18,7 @@ from sentient.config import load_settings
 from sentient.vault.store import Vault
 from tests.agent_support import SCRIPTED, configure, sentient
 from tests.scripted import Scripted, ScriptedReply, call, text
-from tests.test_api_server import uvicorn_thread
+from tests.test_api_server import eventually, uvicorn_thread
 from tests.test_tasks import write_run
 
 DIGEST = "weekly-digest"
@@ -119,7 +119,12 @@ def test_run_hands_the_run_to_the_server_and_wait_follows_its_log(
     code, _, err = sentient(capsys, "task", "run", DIGEST)  # one run of a task at a time
     assert code == 2 and "running already" in err
     release.set()
-    code, out, _ = sentient(capsys, "task", "run", DIGEST, "--wait")
+
+    def run_once_the_first_ended() -> tuple[int, str] | None:
+        code, out, err = sentient(capsys, "task", "run", DIGEST, "--wait")
+        return None if code == 2 and "running already" in err else (code, out)
+
+    code, out = eventually(run_once_the_first_ended, "the first run ended and a second one ran")
     assert code == 0 and out.rstrip().endswith("Second.") and "on the server" in out
 
 
