@@ -53,8 +53,11 @@ MINIMAL = [sys.executable, str(BENCH / "minimal_index.py")]
 SENTIENT = [sys.executable, "-m", "sentient.cli"]
 
 
+WORDS_ONLY: dict[str, str] = {}  # --words-only: every process of Sentient's without search by meaning
+
+
 def environment() -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True", **WORDS_ONLY)
     env.pop("SENTIENT_VAULT", None)
     return env
 
@@ -74,9 +77,11 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def timed_child(command: list[str]) -> tuple[float, float]:
-    """(seconds, peak RSS MB) of one whole process, started by LAUNCHER."""
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], env=environment(), stdout=subprocess.DEVNULL,
+def timed_child(command: list[str], extra: dict[str, str] | None = None) -> tuple[float, float]:
+    """(seconds, peak RSS MB) of one whole process, started by LAUNCHER; `extra`: its environment's
+    additions."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, *command], env={**environment(), **(extra or {})},
+                          stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     last = done.stderr.rstrip().rpartition("\n")[2].split()
     if done.returncode not in (0, 1) or not last or last[0] != "LAUNCHED":
@@ -124,7 +129,8 @@ def phase_search(root: Path) -> dict[str, Any]:
     minimal = sqlite3.connect(root / ".minimal.sqlite")
     sql = ("SELECT d.path, d.title, snippet(docs_fts, -1, '[', ']', '…', 12) FROM docs_fts JOIN docs d "
            "ON d.id = docs_fts.rowid WHERE docs_fts MATCH ? ORDER BY bm25(docs_fts, 10.0, 1.0) LIMIT 10")
-    with open_workspace(load_settings(root, {})) as workspace:
+    semantic = {k: v for k, v in os.environ.items() if k == "SENTIENT_SEMANTIC"}  # --words-only
+    with open_workspace(load_settings(root, semantic)) as workspace:
         index = workspace.index
         index.search("warm up")
         for query in queries:
@@ -204,7 +210,12 @@ def measure(size: int, out: Path, searches: int) -> dict[str, Any]:
     for path in [root / ".sentient", *(Path(f"{db}{s}") for s in ("", "-wal", "-shm"))]:
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     r["floor_cold"], r["floor_cold_rss"] = timed_child(minimal_index)
-    r["cold"], r["cold_rss"] = timed_child(index)
+    r["cold_words"], r["cold_words_rss"] = timed_child(index, {"SENTIENT_SEMANTIC": "0"})  # the text index alone
+    if WORDS_ONLY:
+        r["cold"], r["cold_rss"] = r["cold_words"], r["cold_words_rss"]
+    else:
+        shutil.rmtree(root / ".sentient")
+        r["cold"], r["cold_rss"] = timed_child(index)
     partial(r)
     nochange, floor_nochange, rss, floor_rss = [], [], [], []
     for _ in range(3):
@@ -271,7 +282,10 @@ def fine(value: float) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("cold `sentient index`", lambda r: _pair(seconds, r["cold"], r["floor_cold"])),
+        ("cold `sentient index`, words only (`SENTIENT_SEMANTIC=0`)",
+         lambda r: _pair(seconds, r["cold_words"], r["floor_cold"])),
+        ("peak RSS of that index", lambda r: _pair(_mb, r["cold_words_rss"], r["floor_cold_rss"])),
+        ("cold `sentient index` with embeddings (the default)", lambda r: _pair(seconds, r["cold"], r["floor_cold"])),
         ("peak RSS of that index", lambda r: _pair(_mb, r["cold_rss"], r["floor_cold_rss"])),
         ("no-change `sentient index`", lambda r: _pair(seconds, r["nochange"], r["floor_nochange"])),
         ("peak RSS of that index", lambda r: _pair(_mb, r["nochange_rss"], r["floor_nochange_rss"])),
@@ -369,9 +383,10 @@ def verdicts(results: list[dict[str, Any]]) -> str:
         lines += [
             f"- {size}: peak RSS of `sentient index` under 150 MB, cold and no-change: "
             f"**{'met' if max(r['cold_rss'], r['nochange_rss']) < 150 else 'missed'}** "
-            f"({r['cold_rss']:.0f} / {r['nochange_rss']:.0f} MB)",
-            f"- {size}: cold index within 2x the minimal indexer: "
-            f"**{'met' if r['cold'] <= 2 * r['floor_cold'] else 'missed'}** ({r['cold'] / r['floor_cold']:.1f}x)",
+            f"({r['cold_rss']:.0f} / {r['nochange_rss']:.0f} MB; words only {r['cold_words_rss']:.0f} MB)",
+            f"- {size}: cold index within 2x the minimal indexer, the text index (words only, as the minimal one): "
+            f"**{'met' if r['cold_words'] <= 2 * r['floor_cold'] else 'missed'}** "
+            f"({r['cold_words'] / r['floor_cold']:.1f}x; with embeddings {r['cold'] / r['floor_cold']:.1f}x)",
             f"- {size}: no-change `sentient index` within 2x the minimal resync, whole process: "
             f"**{'met' if r['nochange'] <= 2 * r['floor_nochange'] else 'missed'}** "
             f"({r['nochange'] / r['floor_nochange']:.1f}x)",
@@ -396,6 +411,8 @@ def verdicts(results: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Cost in vault size, whole processes, beside a minimal indexer")
     parser.add_argument("--sizes", default="10000,100000", help="memory entries per vault, comma-separated")
+    parser.add_argument("--words-only", action="store_true",
+                        help="every command with SENTIENT_SEMANTIC=0 (no embedding: a million entries here)")
     parser.add_argument("--out", type=Path, default=BENCH / "out", help="where generated vaults are kept")
     parser.add_argument("--searches", type=int, default=20, help="whole-process searches per size and way")
     parser.add_argument("--write", action="store_true", help="write the table in RESULTS.md (see --heading)")
@@ -407,11 +424,17 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(PHASES[args.phase](args.vault)))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.words_only:
+        WORDS_ONLY["SENTIENT_SEMANTIC"] = "0"
     when = machine()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     results = [measure(int(size), args.out, args.searches) for size in args.sizes.split(",")]
     served = ", ".join(f"{r['size']:,}: {'yes' if r['served'] else 'NO (it searched itself)'}" for r in results)
-    text = (f"{args.heading}\n\n`python bench/bench_scale.py --sizes {args.sizes}` on {started}; {when}. Whole "
+    flag = " --words-only" if args.words_only else ""
+    words = (" Every command ran with `SENTIENT_SEMANTIC=0` (no search by meaning, nothing embedded)."
+             if args.words_only else "")
+    text = (f"{args.heading}\n\n`python bench/bench_scale.py --sizes {args.sizes}{flag}` on {started}; {when}.{words} "
+            "Whole "
             "processes (start-up, imports and all) unless marked in-process; here / floor (ratio), the floor "
             "being bench/minimal_index.py on the same vault in the same run, alternating with it. Medians of 3 "
             f"for index runs, of {args.searches} for whole-process searches. With `serve` running, the search was "
