@@ -381,17 +381,14 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 with _npy(made[0], np.float32, (stored.rows, stored.dims)) as vectors, \
                         _npy(made[1], np.int64, (stored.rows, 2)) as rows:
                     cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
-                    written = 0
-                    while chunk := cursor.fetchmany(WRITE_CHUNK):
+                    while chunk := cursor.fetchmany(WRITE_CHUNK):  # as many as counted: one snapshot
                         rows.write(np.array([(doc, part) for doc, part, _ in chunk], dtype=np.int64).tobytes())
-                        for _, _, vector in chunk:
+                        for doc, _, vector in chunk:
                             if len(vector) != stored.dims * 4:
                                 raise ValueError(f"a vector of {len(vector) // 4} floats among vectors of "
-                                                 f"{stored.dims} (document row {chunk[0][0]})")
+                                                 f"{stored.dims} (document row {doc}); `sentient index "
+                                                 f"--rebuild` embeds every document again")
                             vectors.write(vector)
-                        written += len(chunk)
-                    if written != stored.rows:
-                        raise ValueError(f"{written} vectors read where {stored.rows} were counted")
             finally:
                 conn.execute("COMMIT")
         for temp, path in zip(made, stored.paths(index), strict=True):
