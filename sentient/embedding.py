@@ -51,6 +51,13 @@ HEADS = 12
 MASK = -30.0  # the additive attention bias of padding the model was exported with
 EPSILON = 1e-12  # its layer norms'
 BATCH = 64  # texts run together (sorted by length, so a batch pads little)
+# The texts of a batch go through the layers a few at a time, GROUP_TOKENS tokens (padded) at most:
+# what one embedding thread holds is then about 10 MB (the query, key and value of 512 tokens,
+# their attention scores, the batch's ids and vectors), where a whole batch at once held about 70.
+# Every text is still padded to its batch's longest, as the vectors have always been computed, so
+# they are the same (byte for byte in tests/test_semantic.py; at 30,000 entries 4 of 65,083 moved
+# by 6e-8 at most: a BLAS product may round a row differently by the rows run beside it).
+GROUP_TOKENS = 512
 FFN_ROWS = 256  # tokens through a feed-forward part at once: 1.5 MB of 1536-wide activations, in a core's cache
 GELU_A, GELU_B = 0.7978846, 0.044715  # the tanh GELU's sqrt(2 / pi) and cube's weight
 CHUNK_CHARS = 320  # about SEQUENCE tokens of English: a text longer than this is embedded in windows
@@ -103,8 +110,12 @@ class Embedder:
             mask = numpy.arange(ids.shape[1]) < lengths[:, None]
             ids[mask] = numpy.fromiter((token for row in rows for token in encoded[row]), dtype=numpy.int64,
                                        count=int(lengths.sum()))
-            hidden = self._forward(ids, mask)
-            pooled = numpy.matmul(mask.astype(numpy.float32)[:, None, :], hidden)[:, 0]  # the sum over its tokens
+            pooled = numpy.empty((len(rows), DIMENSIONS), dtype=numpy.float32)
+            group = max(1, GROUP_TOKENS // ids.shape[1])
+            for first in range(0, len(rows), group):  # a few texts through all the layers, in a core's cache
+                part = slice(first, first + group)
+                hidden = self._forward(ids[part], mask[part])
+                pooled[part] = numpy.matmul(mask[part].astype(numpy.float32)[:, None, :], hidden)[:, 0]  # the sum
             norms = numpy.linalg.norm(pooled, axis=1, keepdims=True)  # the mean's direction: no division by length
             out[rows] = pooled / numpy.where(norms > 0, norms, numpy.float32(1))
         result: npt.NDArray[np.float32] = out

@@ -81,6 +81,35 @@ def test_the_forward_pass_gives_what_the_model_graph_gives(model: embedding.Embe
         assert float(np.abs(ours - theirs / np.linalg.norm(theirs)).max()) < 1e-5, said
 
 
+MIXED = [" ".join(["word"] * n) + f" text {n}" for n in (1, 3, 9, 17, 30, 45, 60, 80, 120, 2, 5, 33)] * 6
+
+
+def test_texts_go_through_the_layers_a_few_at_a_time_and_their_vectors_do_not_change(
+    model: embedding.Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's texts, padded to its longest, go through the layers GROUP_TOKENS tokens at a
+    time: the vectors are those of the whole batch at once, byte for byte (each text still padded
+    as its batch is), and what the pass holds is a group's activations, not a batch's."""
+    import tracemalloc
+
+    def run(group_tokens: int) -> tuple[bytes, int]:
+        monkeypatch.setattr(embedding, "GROUP_TOKENS", group_tokens)
+        model.embed(MIXED[:2])  # anything allocated once, before the peak is taken
+        tracemalloc.start()
+        try:
+            vectors = model.embed(MIXED)
+            return vectors.tobytes(), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    default = embedding.GROUP_TOKENS
+    whole, whole_peak = run(10**9)  # every batch through the layers at once, as before
+    for group_tokens in (1, 200, default):
+        grouped, peak = run(group_tokens)
+        assert grouped == whole, group_tokens
+    assert peak < whole_peak / 3, (peak, whole_peak)  # 64 texts of 64 tokens: ~70 MB at once, ~10 MB in groups
+
+
 def test_a_paraphrase_is_found_by_hybrid_and_vector_and_not_by_bm25(index: Index) -> None:
     assert "anika" not in keys(index.search(PARAPHRASE, mode="bm25"))
     assert keys(index.search(PARAPHRASE, mode="vector"))[0] == "anika"

@@ -123,6 +123,32 @@ def test_an_embedding_pass_writes_the_vectors_file_and_a_new_process_maps_it(ind
         assert again.keep_vectors() is False  # nothing changed: not written again
 
 
+def test_the_vectors_file_holds_every_vector_of_the_index_written_a_chunk_at_a_time(
+    tmp_path: Path, model: embedding.Embedder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("sentient.index.vectors.WRITE_CHUNK", 3)
+    vault = Vault(tmp_path / "vault")
+    for key, (title, body) in ENTRIES.items():
+        write(vault.root, key, title, body + " It was long ago. " * 40 * (key == "crete"))  # several pieces
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        assert index.embed() == len(ENTRIES)
+        with index._reading() as conn:
+            stored = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part").fetchall()
+        assert len(stored) > 2 * 3  # more than two chunks
+        vectors, rows = (np.load(path) for path in vector_files(index))
+        assert rows.tolist() == [[doc, part] for doc, part, _ in stored]
+        assert vectors.tobytes() == b"".join(vector for _, _, vector in stored)  # the index's, byte for byte
+
+        with index._writing() as conn:  # a vector not of the others' size: no file, and said
+            conn.execute("UPDATE vectors SET vector = zeroblob(8) WHERE doc = ?", (stored[-1][0],))
+        for path in vector_files(index):
+            path.unlink()
+        assert index.keep_vectors() is False
+        assert "a vector of 2 floats among vectors of 384" in caplog.text
+        assert vector_files(index) == [] and not list(index.path.parent.glob(".*.tmp"))
+
+
 def test_a_search_never_writes_the_vectors_file(tmp_path: Path, model: embedding.Embedder) -> None:
     vault = Vault(tmp_path / "vault")
     for key, (title, body) in ENTRIES.items():

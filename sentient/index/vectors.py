@@ -30,10 +30,10 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from sentient.embedding import Embedder, windows
 from sentient.vault import transcript
@@ -431,22 +431,24 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 stored = Stored(secrets.token_hex(8), seq, count, first[0] // 4 if first else 0)
                 for path in stored.paths(index):
                     made.append(path.with_name(f".{path.name}.tmp"))
-                vectors = np.lib.format.open_memmap(made[0], mode="w+", dtype=np.float32,
-                                                    shape=(stored.rows, stored.dims))
-                rows = np.lib.format.open_memmap(made[1], mode="w+", dtype=np.int64, shape=(stored.rows, 2))
-                cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
-                at = 0
-                while chunk := cursor.fetchmany(WRITE_CHUNK):
-                    rows[at : at + len(chunk)] = [(doc, part) for doc, part, _ in chunk]
-                    vectors[at : at + len(chunk)] = np.frombuffer(b"".join(row[2] for row in chunk),
-                                                                  dtype=np.float32).reshape(len(chunk), -1)
-                    at += len(chunk)
+                with _npy(made[0], np.float32, (stored.rows, stored.dims)) as vectors, \
+                        _npy(made[1], np.int64, (stored.rows, 2)) as rows:
+                    total = np.zeros(stored.dims, dtype=np.float64)  # the rows' sum, for their average
+                    cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
+                    while chunk := cursor.fetchmany(WRITE_CHUNK):  # as many as counted: one snapshot
+                        rows.write(np.array([(doc, part) for doc, part, _ in chunk], dtype=np.int64).tobytes())
+                        for doc, _, vector in chunk:
+                            if len(vector) != stored.dims * 4:
+                                raise ValueError(f"a vector of {len(vector) // 4} floats among vectors of "
+                                                 f"{stored.dims} (document row {doc}); `sentient index "
+                                                 f"--rebuild` embeds every document again")
+                        data = b"".join(vector for _, _, vector in chunk)
+                        vectors.write(data)
+                        total += np.frombuffer(data, dtype=np.float32).reshape(len(chunk), stored.dims).sum(
+                            axis=0, dtype=np.float64)
             finally:
                 conn.execute("COMMIT")
-        vectors.flush()
-        rows.flush()
-        stored = replace(stored, mean=tuple(float(x) for x in _mean(vectors)))  # read back: pages still cached
-        del vectors, rows
+        stored = replace(stored, mean=tuple(float(x) for x in (total / max(stored.rows, 1)).astype(np.float32)))
         for temp, path in zip(made, stored.paths(index), strict=True):
             os.replace(temp, path)
         made = list(stored.paths(index))
@@ -466,6 +468,19 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
         for path in made:  # not named in the index: never read
             with suppress(OSError):
                 path.unlink()
+
+
+@contextmanager
+def _npy(path: Path, dtype: Any, shape: tuple[int, int]) -> Iterator[BinaryIO]:
+    """A new .npy file of `shape`, its header written: the rows are written after it, in order, as
+    bytes (a chunk at a time, never the whole matrix in memory, nor mapped: a mapped file's
+    written pages count in the process's memory until it is closed)."""
+    import numpy as np
+
+    with path.open("wb") as out:
+        np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                   "fortran_order": False, "shape": shape})
+        yield out
 
 
 def fused(rankings: Sequence[Sequence[T]], weights: Sequence[float], k: int = FUSION_K) -> dict[T, float]:
