@@ -7,6 +7,7 @@ import glob
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -46,7 +47,7 @@ class Workspace:
     @property
     def judge_fingerprint(self) -> str:
         """The fingerprint of the pattern set judging now (taken again first if it changed)."""
-        return self.judge.current().fingerprint
+        return self.judge.fingerprint
 
     def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
         """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
@@ -185,6 +186,14 @@ def load_patterns(settings: Settings) -> PatternSet:
     return load_compiled(settings.threats.patterns or None, _patterns_file(settings), settings.state_dir)
 
 
+def cached_pattern_name(settings: Settings) -> tuple[int, str] | None:
+    """(version, fingerprint) of the set load_patterns() gives, when its cache holds that very set:
+    read from the cache file's head, nothing loaded (threats/compiled.py)."""
+    from sentient.threats.compiled import cached_name
+
+    return cached_name(settings.threats.patterns or None, _patterns_file(settings), settings.state_dir)
+
+
 def _patterns_file(settings: Settings) -> Path | None:
     return settings.vault / settings.threats.file if settings.threats.file else None
 
@@ -272,7 +281,10 @@ def open_workspace(settings: Settings, patterns: PatternSet | None = None, index
     (the vault's; or doctor's shipped set when the vault's do not load). `index_path`: an index
     file of its own (doctor's then: the vault's index holds the verdicts of the vault's set,
     which a server may be judging with, and must not be given another set's)."""
-    judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
+    named = None if patterns is not None else cached_pattern_name(settings)
+    if patterns is None and named is None:  # not cached: loaded now (a set that fails to load says so here)
+        patterns = load_patterns(settings)
+    judge = ThreatJudge(patterns or partial(load_patterns, settings), named=named, source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
     workspace = Workspace(settings, vault, judge, index_path=index_path)
     workspace.autocommit()

@@ -1,0 +1,165 @@
+"""What a command does not pay for (issue 23, "commands answer at once"): the pattern set is named
+from its cache's head and loaded only to scan, the embedding model's version is read beside the
+package without importlib.metadata, and both stay right when what they name changes (a pattern
+edited, the model's package upgraded). The costs themselves are measured by bench/bench_scale.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sentient import embedding
+from sentient.config import load_settings
+from sentient.search import find
+from sentient.threats.compiled import CACHE_FILE, FORMAT, cached_name, load_compiled
+from sentient.workspace import Workspace, cached_pattern_name, open_workspace
+from tests.semantic_support import write
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gnome_pattern(root: Path, regex: str) -> None:
+    config = root / "sentient.yaml"
+    kept = config.read_text(encoding="utf-8").split("threats:")[0]
+    config.write_text(kept + "threats:\n  patterns:\n    - id: garden-gnome\n      class: override\n"
+                      f"      description: the vault's own\n      regex: '{regex}'\n", encoding="utf-8")
+
+
+def flagged(workspace: Workspace, query: str) -> dict[str, bool]:
+    """What a search shows of each hit: withheld or not (sentient.search.show judges them so)."""
+    from sentient.memory import judge_hit
+
+    shown = {}
+    for hit in find(workspace.index, query, mode="bm25").hits:
+        entry = judge_hit(workspace, hit.kind, hit.key)
+        shown[hit.key] = entry is not None and entry.withheld
+    return shown
+
+
+# --- the pattern set, named from its cache --------------------------------------------------------
+
+
+def test_a_workspace_names_the_cached_set_and_loads_it_only_to_scan(make_vault: Callable[[str], Path]) -> None:
+    root = make_vault("basic")
+    gnome_pattern(root, "gnome on the roof")
+    write(root, "roof", "Roof", "Saw a gnome on the roof again.")
+    write(root, "lawn", "Lawn", "A gnome in the garden, by the pond.")
+    (root / ".sentient").mkdir(exist_ok=True)  # where the cache is kept (an index made it before)
+    with open_workspace(load_settings(root, {})) as workspace:  # nothing cached yet: loaded, and kept
+        assert workspace.judge.loaded
+        workspace.index.sync()
+        fingerprint = workspace.judge.patterns.fingerprint
+    assert cached_pattern_name(load_settings(root, {})) == (workspace.judge.patterns.version, fingerprint)
+
+    with open_workspace(load_settings(root, {})) as workspace:
+        assert not workspace.judge.loaded and workspace.judge_fingerprint == fingerprint
+        report = workspace.index.sync()
+        assert report.added == report.updated == 0 and not workspace.judge.loaded  # no change: no set
+        assert workspace.index.judge_version == fingerprint
+        assert flagged(workspace, "pond") == {"lawn": False} and not workspace.judge.loaded  # the index judged it
+        assert flagged(workspace, "gnome") == {"roof": True, "lawn": False}  # a flagged hit is scanned: loaded
+        assert workspace.judge.loaded and workspace.judge.patterns.fingerprint == fingerprint
+
+    gnome_pattern(root, "gnome in the garden")  # another set: its name is not the cached one
+    with open_workspace(load_settings(root, {})) as workspace:
+        assert workspace.judge.loaded and workspace.judge_fingerprint != fingerprint
+        workspace.index.sync()  # every row judged again, with the set of now
+        assert flagged(workspace, "gnome") == {"roof": False, "lawn": True}
+
+
+def test_the_caches_head_names_the_set_below_it(tmp_path: Path) -> None:
+    state = tmp_path / ".sentient"
+    assert cached_name(None, None, state) is None  # no folder, no file
+    state.mkdir()
+    assert cached_name(None, None, state) is None
+    loaded = load_compiled(None, None, state)
+    assert cached_name(None, None, state) == (loaded.version, loaded.fingerprint)
+    assert cached_name([{"id": "x", "class": "override", "description": "d", "regex": "x"}], None, state) is None
+    cache = state / CACHE_FILE
+    lines = cache.read_bytes().split(b"\n", 3)
+    assert lines[0] + b"\n" == FORMAT
+    lines[2] = b'{"version": 1, "fingerprint": "1:another"}'
+    cache.write_bytes(b"\n".join(lines))
+    again = load_compiled(None, None, state)  # a head naming another set is refused: loaded again, written anew
+    assert again.fingerprint == loaded.fingerprint
+    assert cached_name(None, None, state) == (loaded.version, loaded.fingerprint)
+    cache.write_bytes(b"\n".join(lines[:2]) + b"\n{\"version\": 1")  # torn
+    assert cached_name(None, None, state) is None
+
+
+# --- the embedding model's version ----------------------------------------------------------------
+
+
+def installed(site: Path, *versions: str) -> Path:
+    """The model's package in `site` (its files, linked) with a dist-info folder for each version."""
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    spec = __import__("importlib.util").util.find_spec(embedding.PACKAGE)
+    assert spec is not None and spec.submodule_search_locations
+    (site / embedding.PACKAGE).symlink_to(next(iter(spec.submodule_search_locations)), target_is_directory=True)
+    for version in versions:
+        info = site / f"{embedding.PACKAGE}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.3\nName: {embedding.PACKAGE}\nVersion: {version}\n\n"
+                                       "Version: not this, the body\n", encoding="utf-8")
+    return site / embedding.PACKAGE
+
+
+def test_the_models_version_is_read_beside_its_package(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    spec = __import__("importlib.util").util.find_spec(embedding.PACKAGE)
+    assert spec is not None and spec.submodule_search_locations
+    real = Path(next(iter(spec.submodule_search_locations)))
+    assert embedding.installed_version(real) == importlib.metadata.version(embedding.PACKAGE)
+    assert embedding.model_id() == embedding.model_id(importlib.metadata.version(embedding.PACKAGE))
+    assert embedding.installed_version(installed(tmp_path / "site", "0.1.4")) == "0.1.4"
+    assert embedding.installed_version(installed(tmp_path / "site", "0.2.0")) == "0.2.0"  # upgraded
+    # two versions' folders left side by side: the one importlib.metadata finds first (the real one here)
+    assert embedding.installed_version(installed(tmp_path / "site", "0.1.4", "0.2.0")) == \
+        importlib.metadata.version(embedding.PACKAGE)
+
+
+def test_an_upgraded_model_package_embeds_everything_again(tmp_path: Path) -> None:
+    """`sentient index` after the model's package changed version: every document is embedded again
+    (the vectors are stored under the model's id, which names the version); before, none is."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "sentient.yaml").write_text("")
+    write(vault, "anika", "Anika", "Anika teaches maths at the primary school in Leeds.")
+    write(vault, "boiler", "Boiler", "The boiler lost pressure overnight.")
+    site = tmp_path / "site"
+
+    def index(version: str) -> str:
+        installed(site, version)
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+                       "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        done = subprocess.run([sys.executable, "-m", "sentient.cli", "--vault", str(vault), "index"],
+                              capture_output=True, text=True, timeout=120, env=environment, check=True)
+        return done.stdout
+
+    assert "embedded 2 documents" in index("0.1.4")
+    assert "embedded" not in index("0.1.4")
+    assert "embedded 2 documents" in index("0.1.5")  # upgraded: the model's id names another version
+    assert "embedded" not in index("0.1.5")
+
+
+@pytest.mark.parametrize("command", [["index"], ["search", "maths"]])
+def test_a_command_imports_no_package_metadata(tmp_path: Path, command: list[str]) -> None:
+    """importlib.metadata (email parsing, zipfile) is 15-25 ms of a command that needs one version."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "sentient.yaml").write_text("")
+    write(vault, "anika", "Anika", "Anika teaches maths at the primary school in Leeds.")
+    probe = ("import sys; from sentient.cli import main; main(['--vault', sys.argv[1], *sys.argv[2:]]); "
+             "print('imported' if 'importlib.metadata' in sys.modules else 'not imported', file=sys.stderr)")
+    for _ in range(2):  # the first embeds
+        done = subprocess.run([sys.executable, "-c", probe, str(vault), *command], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "not imported"
