@@ -34,6 +34,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sentient.wordpiece import Words, load_words, plain
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -77,22 +79,46 @@ class Embedder:
         if "numpy" not in sys.modules:  # its BLAS threads are read once, when it loads
             os.environ.setdefault(BLAS_THREADS, "1")
         import numpy
-        from tokenizers import Tokenizer
 
+        if importlib.util.find_spec("tokenizers") is None:  # loaded when a text needs it, but known now
+            raise ModuleNotFoundError("No module named 'tokenizers'")
         self._np = numpy
         self._weights = cached_weights(folder / MODEL_FILE, version)
-        self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        self._tokenizer.enable_truncation(SEQUENCE)
-        self._tokenizer.no_padding()
+        self._folder, self._version = folder, version
         self.id = _named(version)  # stored with the vectors: a change re-embeds
         self.dimensions = DIMENSIONS
+
+    @cached_property
+    def _tokenizer(self) -> Any:
+        """The tokenizers library's tokenizer, loaded when a text needs it (not for one plain query:
+        _words)."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self._folder / TOKENIZER_FILE))
+        tokenizer.enable_truncation(SEQUENCE)
+        tokenizer.no_padding()
+        return tokenizer
+
+    @cached_property
+    def _words(self) -> Words | None:
+        """The tokenizer of one plain text, in Python (wordpiece.py); None for a tokenizer it is not."""
+        path = self._folder / TOKENIZER_FILE
+        cache = weights_cache(path, self._version)
+        return load_words(path, None if cache is None else cache.with_suffix(".vocab"), SEQUENCE)
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The token ids of each text: of one plain text (a query) in Python, while the library is
+        not loaded; else by the library, whose batches are faster."""
+        if len(texts) == 1 and "_tokenizer" not in self.__dict__ and plain(texts[0]) and self._words is not None:
+            return [self._words.ids(texts[0])]
+        return [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states.
         Safe to call from several threads at once: each call uses a core (numpy lets go of the
         interpreter's lock while it computes)."""
         numpy = self._np
-        encoded = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        encoded = self._ids(texts)
         out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
         order = sorted(range(len(texts)), key=lambda at: len(encoded[at]))
         for start in range(0, len(order), BATCH):

@@ -6,7 +6,9 @@ edited, the model's package upgraded). The costs themselves are measured by benc
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import string
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from sentient import embedding
 from sentient.config import load_settings
 from sentient.search import find
 from sentient.threats.compiled import CACHE_FILE, FORMAT, cached_name, load_compiled
+from sentient.wordpiece import SPECIAL, Words, load_words, plain
 from sentient.workspace import Workspace, cached_pattern_name, open_workspace
 from tests.semantic_support import write
 
@@ -186,3 +189,94 @@ def test_a_command_imports_no_package_metadata(tmp_path: Path, command: list[str
         done = subprocess.run([sys.executable, "-c", probe, str(vault), *command], capture_output=True, text=True,
                               timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert done.stderr.strip().splitlines()[-1] == "not imported"
+
+
+# --- a query's tokens, without the tokenizers library ---------------------------------------------
+
+
+def plain_texts() -> list[str]:
+    """Queries and texts of every shape a plain text takes: words the vocabulary has whole, in
+    pieces and not at all, punctuation everywhere, numbers, case, long words, long texts."""
+    rng = random.Random(23)
+    alphabet = string.ascii_letters + string.digits + string.punctuation + " \t\n\r"
+    texts = ["where does she work as an educator", "Anika teaches maths", "", "   ", "!!!", "a.b,c;d", "don't",
+             "e-mail me@example.com at 10:30pm!", "Tom's cello (Thursdays) [sic]", "x" * 100, "x" * 101,
+             "supercalifragilisticexpialidocious qzxqzxqzv", "C++ vs. C# -- 3.14159 ~ e^(i*pi)", "[cls] [Sep",
+             "UPPER lower MiXeD", "tab\tnew\nline\rreturn", " ".join(["word"] * 80), "unbelievably" * 9]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(1500)]
+    words = ["garden", "tea", "running", "runner", "unhappiness", "pre-school", "zebra", "o'clock", "#1", "a&b",
+             "naïve"[:2], "GPU", "kubernetes", "antidisestablishmentarianism", "x1y2z3", "...", "$5.00"]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 120))) for _ in range(300)]
+    return texts
+
+
+def test_a_plain_querys_tokens_are_the_librarys(model: embedding.Embedder, tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    folder = Path(next(iter(__import__("importlib.util").util.find_spec(embedding.PACKAGE)
+                            .submodule_search_locations)))
+    library = Tokenizer.from_file(str(folder / embedding.TOKENIZER_FILE))
+    library.enable_truncation(embedding.SEQUENCE)
+    library.no_padding()
+    kept = tmp_path / "vocab"
+    words = load_words(folder / embedding.TOKENIZER_FILE, kept, embedding.SEQUENCE)
+    assert words is not None and kept.is_file()  # read from the JSON, kept
+    again = load_words(folder / embedding.TOKENIZER_FILE, kept, embedding.SEQUENCE)  # read back from the file
+    texts = plain_texts()
+    assert all(plain(text) for text in texts)
+    expected = [encoding.ids for encoding in library.encode_batch(texts)]
+    assert [words.ids(text) for text in texts] == expected
+    assert again is not None and [again.ids(text) for text in texts] == expected
+    assert max(map(len, expected)) == embedding.SEQUENCE  # long texts were cut as the library cuts them
+
+
+def test_what_is_not_plain_goes_to_the_library() -> None:
+    for text in ("naïve café", "日本語", "emoji 🙂", "a\x0bb", "a\x00b", "a\x7fb", "\u00a0space", "[MASK] here",
+                 "x [UNK]", *SPECIAL):
+        assert not plain(text), text
+    assert plain("[mask] is lower-cased, [CLS is not whole")
+
+
+def test_a_tokenizer_it_does_not_implement_gets_no_vocabulary(tmp_path: Path) -> None:
+    folder = Path(next(iter(__import__("importlib.util").util.find_spec(embedding.PACKAGE)
+                            .submodule_search_locations)))
+    config = __import__("json").loads((folder / embedding.TOKENIZER_FILE).read_bytes())
+    assert Words.readable(config) is not None
+    for part, name, value in (("normalizer", "lowercase", False), ("normalizer", "strip_accents", True),
+                              ("model", "continuing_subword_prefix", "@@"), ("pre_tokenizer", "type", "Whitespace"),
+                              ("model", "max_input_chars_per_word", 50)):
+        changed = __import__("copy").deepcopy(config)
+        changed[part][name] = value
+        assert Words.readable(changed) is None, (part, name)
+        path = tmp_path / "tokenizer.json"
+        path.write_text(__import__("json").dumps(changed))
+        assert load_words(path, tmp_path / "kept", embedding.SEQUENCE) is None and not (tmp_path / "kept").exists()
+    changed = __import__("copy").deepcopy(config)
+    changed["post_processor"]["single"] = changed["post_processor"]["single"][1:]  # no [CLS]
+    assert Words.readable(changed) is None
+    kept = tmp_path / "cut"
+    assert load_words(folder / embedding.TOKENIZER_FILE, kept, embedding.SEQUENCE) is not None
+    kept.write_text("\n".join(kept.read_text().split("\n")[:-5]))  # cut short: read from the JSON again
+    words = load_words(folder / embedding.TOKENIZER_FILE, kept, embedding.SEQUENCE)
+    assert words is not None and words.ids("zebra crossing") == load_words(
+        folder / embedding.TOKENIZER_FILE, None, embedding.SEQUENCE).ids("zebra crossing")  # type: ignore[union-attr]
+
+
+def test_a_search_that_searches_itself_loads_no_tokenizer_library(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "sentient.yaml").write_text("")
+    write(vault, "anika", "Anika", "Anika teaches maths at the primary school in Leeds.")
+    probe = ("import sys, json; from sentient.cli import main; main(['--vault', sys.argv[1], *sys.argv[2:]]); "
+             "print('tokenizers' in sys.modules, file=sys.stderr)")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run(*command: str) -> tuple[str, str]:
+        done = subprocess.run([sys.executable, "-c", probe, str(vault), *command], capture_output=True, text=True,
+                              timeout=120, env=environment, check=True)
+        return done.stdout, done.stderr.strip().splitlines()[-1]
+
+    run("index")
+    found, loaded = run("search", "--json", "where does she work as an educator")
+    assert loaded == "False" and [hit["id"] for hit in __import__("json").loads(found)] == ["anika"]
+    assert run("search", "--json", "où travaille-t-elle")[1] == "True"  # not plain: the library
