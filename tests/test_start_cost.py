@@ -230,6 +230,33 @@ def test_a_plain_querys_tokens_are_the_librarys(model: embedding.Embedder, tmp_p
     assert max(map(len, expected)) == embedding.SEQUENCE  # long texts were cut as the library cuts them
 
 
+def test_the_pieces_are_the_librarys_for_a_vocabulary_missing_some() -> None:
+    """A word with a part no piece covers is [UNK] whole, as the library has it (the shipped
+    vocabulary covers every ASCII character: a small one shows it)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    tokens = [*SPECIAL, "ab", "##c", "##cd", "b", "##b", "x", "!"]
+    library = Tokenizer(models.WordPiece({token: n for n, token in enumerate(tokens)}, unk_token="[UNK]",
+                                         max_input_chars_per_word=100))
+    library.normalizer = normalizers.BertNormalizer(lowercase=True)
+    library.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    library.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[
+        ("[CLS]", tokens.index("[CLS]")), ("[SEP]", tokens.index("[SEP]"))])
+    library.enable_truncation(6)
+    words = Words(tokens, 6)
+    for text in ("abc", "abcd", "abd", "ABcd!x", "b bb bbb", "xa", "ab ab ab ab ab ab", "q", "abcdcd"):
+        assert words.ids(text) == library.encode(text).ids, text
+
+
+def test_without_the_tokenizers_library_search_by_meaning_is_off_and_says_so() -> None:
+    probe = ("import sys; sys.modules['tokenizers'] = None; from sentient import embedding; "
+             "print(embedding.embedder() is None); print(embedding.problem())")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    off, problem = done.stdout.splitlines()[:2]
+    assert off == "True" and "tokenizers" in problem and "pip install" in problem
+
+
 def test_what_is_not_plain_goes_to_the_library() -> None:
     for text in ("naïve café", "日本語", "emoji 🙂", "a\x0bb", "a\x00b", "a\x7fb", "\u00a0space", "[MASK] here",
                  "x [UNK]", *SPECIAL):
