@@ -10,16 +10,20 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from sentient import embedding
 from sentient.config import CONFIG_FILE, Settings, load_settings
 from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
-from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
+from sentient.threats import Judgment, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import KINDS, Document, Vault
 from sentient.vault.changes import Change
 from sentient.vault.committer import Committer
 from sentient.vault.git import Author, Git, RepoState, repository
+
+if TYPE_CHECKING:
+    from sentient.threats import PatternSet
 
 log = logging.getLogger(__name__)
 

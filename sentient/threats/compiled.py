@@ -33,13 +33,19 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sentient.threats.expressions import Needle, Searcher
+from sentient.threats.learned import DATA
 from sentient.threats.learned import digest as learned_digest
-from sentient.threats.patterns import PATTERNS_FILE, Pattern, PatternSet
+
+if TYPE_CHECKING:
+    from sentient.threats.expressions import Searcher
+    from sentient.threats.patterns import Pattern, PatternSet
 
 CACHE_FILE = "patterns.cache"
+# patterns.PATTERNS_FILE, named here without importing what loads and scans a set: what only names
+# the cached set (cached_name) imports nothing else of the package (tests/test_start_cost.py)
+PATTERNS_FILE = DATA / "patterns.yaml"
 FORMAT = b"sentient-patterns 4 json\n"  # then the key's hex digest, the set's name (JSON) and the set (JSON)
 _PACKAGE = Path(__file__).resolve().parent
 _sre: Any = __import__("_sre")
@@ -51,6 +57,8 @@ def load_compiled(extra: Sequence[Mapping[str, Any]] | None = None, extra_file: 
                   state_dir: Path | None = None, *, base: Path = PATTERNS_FILE) -> PatternSet:
     """PatternSet.load(extra, extra_file), read from `state_dir`/patterns.cache when it holds this
     very set, else loaded and written there (when `state_dir` exists) for the next process."""
+    from sentient.threats.patterns import PatternSet
+
     if state_dir is None:
         return PatternSet.load(extra, extra_file, base=base)
     path = state_dir / CACHE_FILE
@@ -139,6 +147,8 @@ def _name(patterns: PatternSet) -> dict[str, Any]:
 def set_data(patterns: PatternSet) -> dict[str, Any]:
     """The set as JSON: its plain fields as they are (every one, so a field added to PatternSet
     comes along), its patterns field by field."""
+    from sentient.threats.patterns import PatternSet
+
     found: dict[str, Any] = {field.name: getattr(patterns, field.name) for field in fields(PatternSet)
                              if field.name != "patterns"}
     found["patterns"] = [_pattern_data(p) for p in patterns.patterns]
@@ -148,6 +158,8 @@ def set_data(patterns: PatternSet) -> dict[str, Any]:
 def set_from(data: Mapping[str, Any]) -> PatternSet:
     """The set `set_data` wrote; a KeyError, TypeError or ValueError (from the regex engine's check
     of a compiled form) for anything else."""
+    from sentient.threats.patterns import PatternSet
+
     plain = {field.name: data[field.name] for field in fields(PatternSet) if field.name != "patterns"}
     return PatternSet(patterns=tuple(_pattern_from(p) for p in data["patterns"]), **plain)
 
@@ -161,6 +173,8 @@ def _pattern_data(pattern: Pattern) -> dict[str, Any]:
 
 
 def _pattern_from(data: Mapping[str, Any]) -> Pattern:
+    from sentient.threats.patterns import Pattern
+
     return Pattern(id=_text(data["id"]), class_=_text(data["class"]), description=_text(data["description"]),
                    regexes=tuple(_regex_from(regex) for regex in data["regexes"]), view=_text(data["view"]),
                    keywords=tuple(tuple(_text(word) for word in group) for group in data["keywords"]),
@@ -177,6 +191,8 @@ def _searcher_data(searcher: Searcher) -> dict[str, Any]:
 
 
 def _searcher_from(data: Mapping[str, Any]) -> Searcher:
+    from sentient.threats.expressions import Needle, Searcher
+
     after = data["after_newline"]
     return Searcher(regex=_regex_from(data["regex"]), at_word_start=bool(data["at_word_start"]),
                     needles=tuple(Needle(_text(text), bytes.fromhex(lead), int(offset))

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sentient.threats.patterns import PatternSet
 from sentient.vault.document import Document
 
 if TYPE_CHECKING:
+    from sentient.threats.patterns import PatternSet
     from sentient.threats.scan import Finding
 
 CACHE_ENTRIES = 100_000
