@@ -24,6 +24,7 @@ under "## Cost in vault size (issue 23)".
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
@@ -318,7 +319,9 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   their own now (sentient/sections.py), `--version` no longer imports importlib.metadata, and the
   compiled pattern set is read back from `.sentient/patterns.cache` (plain JSON). Since search
   ranks by meaning too (issue 24), a default (hybrid) `sentient search` that searches itself also
-  loads numpy, the embedding model's weights and the vector matrix, about 0.3 s more.
+  loads numpy (about 45 ms), the embedding model's weights (mapped) and the vector matrix, and
+  embeds its query; the query is tokenised in Python (sentient/wordpiece.py), not by the
+  tokenizers library, whose load was another 30-70 ms.
 - **With `sentient serve` running, `sentient search` asks it** (`GET /api/search`, one HTTP/1.0
   request on a socket: http.client would bring email parsing and ssl) and prints its answer: the
   command imports about 165 modules instead of 370 (no index, pattern set, store, numpy or model:
@@ -331,11 +334,11 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   of 10): `python -c pass` 43 ms, minimal search 71 ms, a search answered by the server 162 ms
   with `--mode bm25` (2.3x) and 233 ms hybrid (3.3x); no-change `sentient index` 349 ms against
   the minimal resync's 146 ms (2.4x).
-- **A no-change `sentient index`** pays the same imports, plus the index's and the threat
-  patterns' (the pattern set is read back from its cache for the index's fingerprint) and
-  importlib.metadata (the embedding package's version, for the stored model's id), then a walk
-  that costs what the floor's does. What would take it under 2x: a fingerprint read without
-  loading the whole pattern set, and the package version found without importlib.metadata.
+- **A no-change `sentient index`** pays the same imports, plus the index's, then a walk that
+  costs what the floor's does. The pattern set is named from its cache's head (three lines:
+  no set read, nothing of the scanner imported) and the embedding package's version read from
+  its dist-info, not importlib.metadata (15-25 ms): 2.3x the floor's CPU time before, 1.9x after
+  (interleaved A/B, 15 runs each, load 9, 2026-12-07 16:06 UTC).
 - **A cold index now embeds** every entry, note, plan and session message for search by meaning
   (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
   peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
@@ -407,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(PHASES[args.phase](args.vault)))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    # Each module's bytecode written first, as an installed package has it: with PYTHONDONTWRITEBYTECODE
+    # set (as here), every process would otherwise compile the modules changed since their .pyc.
+    compileall.compile_dir(ROOT / "sentient", quiet=1)
     when = machine()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     results = [measure(int(size), args.out, args.searches) for size in args.sizes.split(",")]
