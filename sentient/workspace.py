@@ -19,11 +19,11 @@ from sentient.index import Index, IndexedDoc, Listed
 from sentient.threats import Judgment, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import KINDS, Document, Vault
 from sentient.vault.changes import Change
-from sentient.vault.committer import Committer
-from sentient.vault.git import Author, Git, RepoState, repository
 
 if TYPE_CHECKING:
     from sentient.threats import PatternSet
+    from sentient.vault.committer import Committer
+    from sentient.vault.git import Git, RepoState
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class Workspace:
     def repo(self) -> RepoState:
         """The vault's own git repository, or why there is none (looked for once)."""
         if self._repo is None:
+            from sentient.vault.git import Author, repository  # here: git (subprocess, socket) on first use
+
             self._repo = repository(self.vault.root, author=Author.parse(self.settings.git.author))
         return self._repo
 
@@ -148,6 +150,8 @@ class Workspace:
             self.vault.on_change = None
             return
         if self._committer is None:
+            from sentient.vault.committer import Committer
+
             self._committer = Committer(lambda: self.git, self.vault.state_dir, delay=self.settings.git.commit_delay,
                                         manual_edits=self.settings.git.commit_manual_edits)
         self.vault.on_change = self._committer.record

@@ -180,13 +180,14 @@ def test_an_upgraded_model_package_embeds_everything_again(tmp_path: Path) -> No
 def test_a_command_imports_nothing_it_does_not_use(tmp_path: Path, command: list[str]) -> None:
     """A no-change `sentient index`, and a search whose hits the index judged: no importlib.metadata
     (email parsing, zipfile: 15-25 ms for one version), no pattern set's machinery (the set is named
-    from its cache), no scanner."""
+    from its cache), no scanner, no git (subprocess, socket: the committer and the watcher's lease
+    import them when they are used)."""
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "sentient.yaml").write_text("")
     write(vault, "anika", "Anika", "Anika teaches maths at the primary school in Leeds.")
     unused = ("importlib.metadata", "sentient.threats.patterns", "sentient.threats.scan",
-              "sentient.threats.expressions")
+              "sentient.threats.expressions", "sentient.vault.git", "subprocess", "socket")
     probe = ("import sys; from sentient.cli import main; main(['--vault', sys.argv[1], *sys.argv[2:]]); "
              f"print([name for name in {unused!r} if name in sys.modules], file=sys.stderr)")
     for _ in range(3):  # the first embeds and makes .sentient/, the second keeps the pattern set there
