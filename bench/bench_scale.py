@@ -24,6 +24,7 @@ under "## Cost in vault size (issue 23)".
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
@@ -332,7 +333,9 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   their own now (sentient/sections.py), `--version` no longer imports importlib.metadata, and the
   compiled pattern set is read back from `.sentient/patterns.cache` (plain JSON). Since search
   ranks by meaning too (issue 24), a default (hybrid) `sentient search` that searches itself also
-  loads numpy, the embedding model's weights and the vector matrix, about 0.3 s more.
+  loads numpy (about 45 ms), the embedding model's weights (mapped) and the vector matrix, and
+  embeds its query; the query is tokenised in Python (sentient/wordpiece.py), not by the
+  tokenizers library, whose load was another 30-70 ms.
 - **With `sentient serve` running, `sentient search` asks it** (`GET /api/search`, one HTTP/1.0
   request on a socket: http.client would bring email parsing and ssl) and prints its answer: the
   command imports about 165 modules instead of 370 (no index, pattern set, store, numpy or model:
@@ -345,11 +348,18 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   of 10): `python -c pass` 43 ms, minimal search 71 ms, a search answered by the server 162 ms
   with `--mode bm25` (2.3x) and 233 ms hybrid (3.3x); no-change `sentient index` 349 ms against
   the minimal resync's 146 ms (2.4x).
-- **A no-change `sentient index`** pays the same imports, plus the index's and the threat
-  patterns' (the pattern set is read back from its cache for the index's fingerprint) and
-  importlib.metadata (the embedding package's version, for the stored model's id), then a walk
-  that costs what the floor's does. What would take it under 2x: a fingerprint read without
-  loading the whole pattern set, and the package version found without importlib.metadata.
+- **A no-change `sentient index`** pays the same imports, plus the index's, then a walk that
+  costs what the floor's does. The pattern set is named from its cache's head (three lines:
+  no set read, nothing of the scanner imported) and the embedding package's version read from
+  its dist-info, not importlib.metadata (15-25 ms); nothing of the scanner or of git is imported.
+  Interleaved A/B at 10,000 entries, 20 runs each, load 1.0 (2026-12-07 16:50 UTC), medians:
+  no-change index 228 ms before (73a38aa), 180 ms after, the minimal resync 97 ms (2.35x -> 1.86x);
+  a search with no server 370 ms before, 302 ms after, the minimal search 50 ms (7.4x -> 6.0x).
+- **What a search with no server still pays** (10,000 entries, quiet): Python and the command's
+  imports (about 90 ms), the stat walk (about 35 ms), numpy (about 40 ms), the model's weights
+  and the query's forward pass (about 20 ms), and two hybrid rankings (words, and a product with
+  every vector: about 40 ms). Under 4x the minimal search (about 200 ms) it would have to skip the
+  walk or the model, which would change what it finds: with `serve` running it does both.
 - **A cold index now embeds** every entry, note, plan and session message for search by meaning
   (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
   peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
@@ -426,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.words_only:
         WORDS_ONLY["SENTIENT_SEMANTIC"] = "0"
+    # Each module's bytecode written first, as an installed package has it: with PYTHONDONTWRITEBYTECODE
+    # set (as here), every process would otherwise compile the modules changed since their .pyc.
+    compileall.compile_dir(ROOT / "sentient", quiet=1)
     when = machine()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     results = [measure(int(size), args.out, args.searches) for size in args.sizes.split(",")]

@@ -7,18 +7,23 @@ import glob
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from sentient import embedding
 from sentient.config import CONFIG_FILE, Settings, load_settings
 from sentient.errors import IndexUnavailable, SentientError
 from sentient.index import Index, IndexedDoc, Listed
-from sentient.threats import Judgment, PatternSet, ThreatJudge, allowed_revision, judged_revision
+from sentient.threats import Judgment, ThreatJudge, allowed_revision, judged_revision
 from sentient.vault import KINDS, Document, Vault
 from sentient.vault.changes import Change
-from sentient.vault.committer import Committer
-from sentient.vault.git import Author, Git, RepoState, repository
+
+if TYPE_CHECKING:
+    from sentient.threats import PatternSet
+    from sentient.vault.committer import Committer
+    from sentient.vault.git import Git, RepoState
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +61,7 @@ class Workspace:
     @property
     def judge_fingerprint(self) -> str:
         """The fingerprint of the pattern set judging now (taken again first if it changed)."""
-        return self.judge.current().fingerprint
+        return self.judge.fingerprint
 
     def judgment_of(self, item: IndexedDoc | Document) -> tuple[bool, tuple[str, ...], bool]:
         """(flagged, pattern ids, withheld) for an entry's text as it is now, with the current
@@ -129,6 +134,8 @@ class Workspace:
     def repo(self) -> RepoState:
         """The vault's own git repository, or why there is none (looked for once)."""
         if self._repo is None:
+            from sentient.vault.git import Author, repository  # here: git (subprocess, socket) on first use
+
             self._repo = repository(self.vault.root, author=Author.parse(self.settings.git.author))
         return self._repo
 
@@ -153,6 +160,8 @@ class Workspace:
             self.vault.on_change = None
             return
         if self._committer is None:
+            from sentient.vault.committer import Committer
+
             self._committer = Committer(lambda: self.git, self.vault.state_dir, delay=self.settings.git.commit_delay,
                                         manual_edits=self.settings.git.commit_manual_edits)
         self.vault.on_change = self._committer.record
@@ -193,6 +202,14 @@ def load_patterns(settings: Settings) -> PatternSet:
     from sentient.threats.compiled import load_compiled
 
     return load_compiled(settings.threats.patterns or None, _patterns_file(settings), settings.state_dir)
+
+
+def cached_pattern_name(settings: Settings) -> tuple[int, str] | None:
+    """(version, fingerprint) of the set load_patterns() gives, when its cache holds that very set:
+    read from the cache file's head, nothing loaded (threats/compiled.py)."""
+    from sentient.threats.compiled import cached_name
+
+    return cached_name(settings.threats.patterns or None, _patterns_file(settings), settings.state_dir)
 
 
 def _patterns_file(settings: Settings) -> Path | None:
@@ -282,7 +299,10 @@ def open_workspace(settings: Settings, patterns: PatternSet | None = None, index
     (the vault's; or doctor's shipped set when the vault's do not load). `index_path`: an index
     file of its own (doctor's then: the vault's index holds the verdicts of the vault's set,
     which a server may be judging with, and must not be given another set's)."""
-    judge = ThreatJudge(patterns or load_patterns(settings), source=VaultPatterns(settings))
+    named = None if patterns is not None else cached_pattern_name(settings)
+    if patterns is None and named is None:  # not cached: loaded now (a set that fails to load says so here)
+        patterns = load_patterns(settings)
+    judge = ThreatJudge(patterns or partial(load_patterns, settings), named=named, source=VaultPatterns(settings))
     vault = Vault(settings.vault, max_file_bytes=settings.limits.max_file_bytes, judge=judge)
     workspace = Workspace(settings, vault, judge, index_path=index_path)
     workspace.autocommit()

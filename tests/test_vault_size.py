@@ -171,9 +171,9 @@ def test_the_compiled_set_is_kept_and_made_again_when_a_pattern_changes(make_vau
 
 
 def cached(state: Path) -> tuple[bytes, dict[str, Any]]:
-    """The cache file's header (format and key lines) and its body, read as the JSON it is."""
+    """The cache file's header (format, key and name lines) and its body, read as the JSON it is."""
     data = (state / CACHE_FILE).read_bytes()
-    end = data.index(b"\n", len(FORMAT)) + 1
+    end = data.index(b"\n", data.index(b"\n", len(FORMAT)) + 1) + 1
     return data[:end], json.loads(data[end:])
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 from contextlib import closing, suppress
 from pathlib import Path
@@ -25,7 +24,13 @@ LEASE = "watched_by"
 
 def this_process() -> dict[str, Any]:
     """What names this process in a lease."""
-    return {"pid": os.getpid(), "started": _started(os.getpid()), "host": socket.gethostname()}
+    return {"pid": os.getpid(), "started": _started(os.getpid()), "host": _host()}
+
+
+def _host() -> str:
+    import socket  # here: socket (and selectors) are 2-3 ms of a command that never asks
+
+    return socket.gethostname()
 
 
 def valid(lease: str | None) -> bool:
@@ -35,7 +40,7 @@ def valid(lease: str | None) -> bool:
         pid, started, host = found["pid"], found["started"], found["host"]
     except (ValueError, TypeError, KeyError):
         return False
-    if not isinstance(pid, int) or pid <= 0 or host != socket.gethostname():
+    if not isinstance(pid, int) or pid <= 0 or host != _host():
         return False
     try:
         os.kill(pid, 0)

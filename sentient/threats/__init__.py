@@ -25,6 +25,8 @@ and again when it is read. This package is the judging, and nothing else:
 Patterns catch the blunt cases only; docs/security.md says what they miss.
 """
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,15 +43,14 @@ if TYPE_CHECKING:
         text_revision,
     )
     from sentient.threats.patterns import CLASSES, PATTERNS_FILE, Pattern, PatternSet
+    from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
     from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, normalise
 
-# `scan` is imported now: importing the module scan.py (on first use, by another) would make the
-# package's `scan` that module, and no longer the function.
-from sentient.threats.scan import EXCERPT_CHARS, Finding, first_match, scan
-
-# What each other name is imported from, on first use (PEP 562): a command that only looks a verdict
-# up (`sentient search`) does not import the scanner, Hyperscan or the helper processes.
+# What each name is imported from, on first use (PEP 562): a command that only looks a verdict up
+# or names the set (`sentient search`, a no-change `sentient index`) imports no scanner, pattern
+# machinery, Hyperscan or helper processes.
 _FROM = {
+    **dict.fromkeys(("EXCERPT_CHARS", "Finding", "first_match", "scan"), "scan"),
     "scan_many": "batch",
     **dict.fromkeys(("CACHE_ENTRIES", "Judgment", "ThreatJudge", "allowed_revision", "is_withheld", "judge_text",
                      "judged_revision", "judged_text", "text_revision"), "judge"),
@@ -68,6 +69,19 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
+class _Package(types.ModuleType):
+    """This package, whose `scan` stays the function: importing the module scan.py sets the
+    package's attribute of that name to the module, which is not what `from sentient.threats
+    import scan` gives (the function is looked up on first use, above)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scan" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "CACHE_ENTRIES",

@@ -9,7 +9,10 @@ of numbers), under a key made of everything it is made from: the pattern files' 
 vault's own patterns, the code of this package, and Python's version (whose engine the numbers
 are for). A later process whose key is the same reads it back in milliseconds, without parsing a
 regex; any change of a pattern, of sentient.yaml's patterns or of the package makes another key,
-and the set is loaded (and checked) again and the file replaced.
+and the set is loaded (and checked) again and the file replaced. The file's head, before the set,
+names it (its version and fingerprint: `cached_name()`), so that a command that only needs to know
+which set judges now (a no-change `sentient index`, a search whose hits the index judged with it)
+reads three lines and loads no set at all.
 
 Reading the file runs nothing: it is JSON, made into this package's dataclasses field by field,
 and the regex engine checks every compiled form it is given (`_sre.compile` validates the code,
@@ -30,14 +33,20 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sentient.threats.expressions import Needle, Searcher
+from sentient.threats.learned import DATA
 from sentient.threats.learned import digest as learned_digest
-from sentient.threats.patterns import PATTERNS_FILE, Pattern, PatternSet
+
+if TYPE_CHECKING:
+    from sentient.threats.expressions import Searcher
+    from sentient.threats.patterns import Pattern, PatternSet
 
 CACHE_FILE = "patterns.cache"
-FORMAT = b"sentient-patterns 3 json\n"  # then the key's hex digest and a newline, then the JSON
+# patterns.PATTERNS_FILE, named here without importing what loads and scans a set: what only names
+# the cached set (cached_name) imports nothing else of the package (tests/test_start_cost.py)
+PATTERNS_FILE = DATA / "patterns.yaml"
+FORMAT = b"sentient-patterns 4 json\n"  # then the key's hex digest, the set's name (JSON) and the set (JSON)
 _PACKAGE = Path(__file__).resolve().parent
 _sre: Any = __import__("_sre")
 _parser: Any = __import__("re._parser", fromlist=["_parser"])
@@ -48,6 +57,8 @@ def load_compiled(extra: Sequence[Mapping[str, Any]] | None = None, extra_file: 
                   state_dir: Path | None = None, *, base: Path = PATTERNS_FILE) -> PatternSet:
     """PatternSet.load(extra, extra_file), read from `state_dir`/patterns.cache when it holds this
     very set, else loaded and written there (when `state_dir` exists) for the next process."""
+    from sentient.threats.patterns import PatternSet
+
     if state_dir is None:
         return PatternSet.load(extra, extra_file, base=base)
     path = state_dir / CACHE_FILE
@@ -62,6 +73,27 @@ def load_compiled(extra: Sequence[Mapping[str, Any]] | None = None, extra_file: 
     if state_dir.is_dir():
         _write(path, key, patterns)
     return patterns
+
+
+def cached_name(extra: Sequence[Mapping[str, Any]] | None = None, extra_file: Path | None = None,
+                state_dir: Path | None = None, *, base: Path = PATTERNS_FILE) -> tuple[int, str] | None:
+    """(version, fingerprint) of the set load_compiled() would give, read from the head of
+    `state_dir`/patterns.cache without loading the set; None when the file does not hold this very
+    set (then only loading it tells)."""
+    if state_dir is None:
+        return None
+    try:
+        key = cache_key(extra, extra_file, base)
+        with open(state_dir / CACHE_FILE, "rb") as handle:
+            if handle.readline() != FORMAT or handle.readline() != key.encode() + b"\n":
+                return None
+            name = json.loads(handle.readline())
+    except Exception:  # missing, unreadable, torn, a file the key is made of fails: loading says why
+        return None
+    version, fingerprint = (name.get("version"), name.get("fingerprint")) if isinstance(name, dict) else (None, None)
+    if type(version) is not int or not isinstance(fingerprint, str):
+        return None
+    return version, fingerprint
 
 
 def cache_key(extra: Sequence[Mapping[str, Any]] | None, extra_file: Path | None, base: Path = PATTERNS_FILE) -> str:
@@ -84,9 +116,13 @@ def _read(path: Path, key: str) -> PatternSet | None:
         with open(path, "rb") as handle:
             if handle.readline() != FORMAT or handle.readline() != key.encode() + b"\n":
                 return None
-            return set_from(json.loads(handle.read()))
+            name = json.loads(handle.readline())
+            patterns = set_from(json.loads(handle.read()))
     except Exception:  # missing, truncated, from another version, not a set: loaded again
         return None
+    if name != _name(patterns):  # a head that does not name the set below it would misname verdicts
+        return None
+    return patterns
 
 
 def _write(path: Path, key: str, patterns: PatternSet) -> None:
@@ -94,10 +130,15 @@ def _write(path: Path, key: str, patterns: PatternSet) -> None:
         body = json.dumps(set_data(patterns), separators=(",", ":")).encode()
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(handle, "wb") as out:
-            out.write(FORMAT + key.encode() + b"\n" + body)
+            out.write(FORMAT + key.encode() + b"\n" + json.dumps(_name(patterns)).encode() + b"\n" + body)
         os.replace(temp, path)  # whole or not at all, if two processes race
     except (OSError, ValueError, TypeError):
         return
+
+
+def _name(patterns: PatternSet) -> dict[str, Any]:
+    """What the file's head says of the set: what names its verdicts (cached_name)."""
+    return {"version": patterns.version, "fingerprint": patterns.fingerprint}
 
 
 # --- the set as plain data, and back -------------------------------------------------------------
@@ -106,6 +147,8 @@ def _write(path: Path, key: str, patterns: PatternSet) -> None:
 def set_data(patterns: PatternSet) -> dict[str, Any]:
     """The set as JSON: its plain fields as they are (every one, so a field added to PatternSet
     comes along), its patterns field by field."""
+    from sentient.threats.patterns import PatternSet
+
     found: dict[str, Any] = {field.name: getattr(patterns, field.name) for field in fields(PatternSet)
                              if field.name != "patterns"}
     found["patterns"] = [_pattern_data(p) for p in patterns.patterns]
@@ -115,6 +158,8 @@ def set_data(patterns: PatternSet) -> dict[str, Any]:
 def set_from(data: Mapping[str, Any]) -> PatternSet:
     """The set `set_data` wrote; a KeyError, TypeError or ValueError (from the regex engine's check
     of a compiled form) for anything else."""
+    from sentient.threats.patterns import PatternSet
+
     plain = {field.name: data[field.name] for field in fields(PatternSet) if field.name != "patterns"}
     return PatternSet(patterns=tuple(_pattern_from(p) for p in data["patterns"]), **plain)
 
@@ -128,6 +173,8 @@ def _pattern_data(pattern: Pattern) -> dict[str, Any]:
 
 
 def _pattern_from(data: Mapping[str, Any]) -> Pattern:
+    from sentient.threats.patterns import Pattern
+
     return Pattern(id=_text(data["id"]), class_=_text(data["class"]), description=_text(data["description"]),
                    regexes=tuple(_regex_from(regex) for regex in data["regexes"]), view=_text(data["view"]),
                    keywords=tuple(tuple(_text(word) for word in group) for group in data["keywords"]),
@@ -144,6 +191,8 @@ def _searcher_data(searcher: Searcher) -> dict[str, Any]:
 
 
 def _searcher_from(data: Mapping[str, Any]) -> Searcher:
+    from sentient.threats.expressions import Needle, Searcher
+
     after = data["after_newline"]
     return Searcher(regex=_regex_from(data["regex"]), at_word_start=bool(data["at_word_start"]),
                     needles=tuple(Needle(_text(text), bytes.fromhex(lead), int(offset))

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sentient.threats.patterns import PatternSet
 from sentient.vault.document import Document
 
 if TYPE_CHECKING:
+    from sentient.threats.patterns import PatternSet
     from sentient.threats.scan import Finding
 
 CACHE_ENTRIES = 100_000
@@ -173,11 +173,20 @@ class ThreatJudge:
     between threads. Callable as the vault's and the index's `Judge`.
     """
 
-    def __init__(self, patterns: PatternSet, *, max_entries: int = CACHE_ENTRIES,
+    def __init__(self, patterns: PatternSet | Callable[[], PatternSet], *, named: tuple[int, str] | None = None,
+                 max_entries: int = CACHE_ENTRIES,
                  source: Callable[[], PatternSet | None] | None = None) -> None:  # fmt: skip
-        """`source`, when given, is asked for a new set before judging, at most once every
-        RELOAD_SECONDS: the set that replaces this one, or None to keep it."""
-        self.patterns = patterns
+        """`patterns`: the set, or what loads it when it is first needed (a scan); `named` is
+        then the (version, fingerprint) it will have (compiled.cached_name), so that what only
+        names the set (`fingerprint`, `clean`: a no-change sync, a search whose hits the index
+        judged) loads none of it. `source`, when given, is asked for a new set before judging, at
+        most once every RELOAD_SECONDS: the set that replaces this one, or None to keep it."""
+        self._patterns = patterns if not callable(patterns) else None
+        self._load = patterns if callable(patterns) else None
+        if self._patterns is None and named is None:
+            raise ValueError("a set loaded on first use needs its (version, fingerprint): named=")
+        self._named = named
+        self._loading = threading.Lock()
         self.max_entries = max_entries
         self._cache: OrderedDict[tuple[str, str], Judgment] = OrderedDict()
         # Ids' judgments apart, by (id, fingerprint): a document's id costs no hash of its own
@@ -187,10 +196,45 @@ class ThreatJudge:
         self._source = source
         self._next_look = 0.0
 
+    @property
+    def patterns(self) -> PatternSet:
+        """The set judging now (loaded now if it was given as a loader)."""
+        found = self._patterns
+        if found is None:
+            with self._loading:
+                found = self._patterns
+                if found is None and self._load is not None:
+                    found = self._patterns = self._load()
+        assert found is not None
+        return found
+
+    @patterns.setter
+    def patterns(self, patterns: PatternSet) -> None:
+        self._patterns = patterns
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the set is loaded (one given as a loader is loaded by the first scan)."""
+        return self._patterns is not None
+
     def current(self) -> PatternSet:
         """The set judging now, taken again first if its source has a new one (see `reload`)."""
         self.reload()
         return self.patterns
+
+    @property
+    def fingerprint(self) -> str:
+        """`current().fingerprint`, without loading a set that is not loaded yet."""
+        self.reload()
+        return self._name()[1]
+
+    def _name(self) -> tuple[int, str]:
+        """(version, fingerprint) of the set judging now; loaded or named, it is the same."""
+        found = self._patterns
+        if found is None and self._named is not None:
+            return self._named
+        found = self.patterns
+        return found.version, found.fingerprint
 
     @property
     def problem(self) -> str | None:
@@ -277,14 +321,14 @@ class ThreatJudge:
         (an index built with it recorded so), without scanning it: the cache across processes
         that the index is. Cached like any other. None when another set judges now (it was
         just taken again): the verdict is not its own."""
-        patterns = self.patterns
-        if patterns.fingerprint != fingerprint:
+        version, current = self._name()  # no set loaded for it
+        if current != fingerprint:
             return None
-        key = (revision, patterns.fingerprint)
+        key = (revision, current)
         with self._lock:
             judgment = self._cache.get(key)
             if judgment is None:
-                judgment = _judgment((), patterns, revision)
+                judgment = Judgment(revision, False, (), version, current)
                 self._keep(self._cache, {key: judgment})
             return judgment
 

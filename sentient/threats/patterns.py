@@ -18,7 +18,7 @@ import yaml
 
 from sentient.errors import ConfigError
 from sentient.threats.expressions import Searcher, fast_searcher, has_capitals, is_word_keyword
-from sentient.threats.learned import DETECTOR_FILE
+from sentient.threats.learned import DATA, DETECTOR_FILE
 from sentient.threats.learned import digest as learned_digest
 from sentient.threats.views import NORMALISER_VERSION, VIEWS, Normalised, is_word_char
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sentient.threats.learned import Detector
     from sentient.threats.prefilter import Prefilter
 
-PATTERNS_FILE = Path(__file__).resolve().parent.parent / "data" / "patterns.yaml"
+PATTERNS_FILE = DATA / "patterns.yaml"
 # Up to this many characters a text is scanned in pure Python even with Hyperscan: its few
 # calls cost more than the keyword pre-checks (measured with bench/bench_threats.py).
 SHORT_TEXT = 512

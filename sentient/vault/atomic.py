@@ -26,7 +26,6 @@ import errno
 import fcntl
 import logging
 import os
-import platform
 import re
 import signal
 import stat
@@ -264,6 +263,8 @@ def _renameat2() -> Callable[[bytes, bytes, int], int] | None:
         wrapper.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
         wrapper.restype = ctypes.c_int
         return lambda old, new, flags: int(wrapper(_AT_FDCWD, old, _AT_FDCWD, new, flags))
+    import platform  # only where the C library has no renameat2 wrapper
+
     number = _SYS_RENAMEAT2.get(platform.machine())
     syscall = getattr(libc, "syscall", None)
     if number is None or syscall is None:

@@ -17,11 +17,14 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import sentient
 from sentient.errors import SentientError
 from sentient.vault.changes import HOST_TRAILER
-from sentient.vault.git import NETWORK_TIMEOUT, Git, GitError
+
+if TYPE_CHECKING:
+    from sentient.vault.git import Git
 
 # <name>.conflict-<host>-<yyyymmddThhmmssZ>[.<suffix>]
 CONFLICT = re.compile(r"^(?P<stem>.+)\.conflict-(?P<host>[a-z0-9-]+)-(?P<time>\d{8}T\d{6}Z)(?P<suffix>\.[^./]+)?$")
@@ -98,6 +101,8 @@ def sync(git: Git, state_dir: Path, remote: str, host: str, *, clock: datetime |
     """Fetch `remote`, merge its branch of the same name into the one checked out, push.
     GitError (nothing changed) when there is no such remote, a merge is under way, or the
     person's uncommitted edits are in the way of the merge."""
+    from sentient.vault.git import NETWORK_TIMEOUT, GitError  # here: the index, which names conflicts, runs no git
+
     with git.lock(state_dir):
         branch = git.branch()
         if branch is None:
@@ -125,6 +130,8 @@ def sync(git: Git, state_dir: Path, remote: str, host: str, *, clock: datetime |
 
 def _merge(git: Git, state_dir: Path, upstream: str, theirs: str, remote: str, host: str,
            moment: datetime) -> tuple[str, list[ConflictCopy]]:
+    from sentient.vault.git import GitError
+
     before = git.head()
     if before == theirs or (before and git.run("merge-base", "--is-ancestor", theirs, "HEAD", check=False).ok):
         return "up to date", []
