@@ -210,7 +210,7 @@ def test_session_turns_are_embedded_one_message_at_a_time() -> None:
             "\"arguments\": {}}\n```\n\n## assistant · 2026-11-12T20:08:05Z\n\nNoted.\n")
     assert pieces("session", "Chat", body) == ["My sister teaches maths.", "Noted."]
     assert pieces("memory", "Title", "word " * 200)[0].startswith("Title word")
-    assert len(pieces("memory", "Title", "word " * 200)) == 4
+    assert len(pieces("memory", "Title", "word " * 200)) == 6  # 1,005 characters, at most 200 a window
 
 
 def test_hybrid_blends_scores_and_lets_meaning_decide_when_the_words_single_out_nothing() -> None:
@@ -485,3 +485,21 @@ def test_numpy_gets_one_blas_thread_whoever_loads_it_first(tmp_path: Path) -> No
                               env={**environment, "PYTHONPATH": str(ROOT),
                                    **({"OPENBLAS_NUM_THREADS": given} if given else {})})
         assert done.stdout.strip() == expected
+
+
+def test_a_long_text_is_embedded_whole_its_windows_within_what_the_model_reads() -> None:
+    """Windows of prose (this project's docs) fit the model's 64 tokens: next to nothing is cut
+    off unread (at 320 characters a window, a third of it was)."""
+    from tokenizers import Tokenizer
+
+    from sentient.index.vectors import pieces as pieces_of
+    folder = Path(next(iter(importlib.util.find_spec(embedding.PACKAGE).submodule_search_locations)))  # type: ignore[union-attr]
+    tokenizer = Tokenizer.from_file(str(folder / embedding.TOKENIZER_FILE))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    prose = [" ".join(path.read_text(encoding="utf-8").split()) for path in sorted((ROOT / "docs").glob("*.md"))]
+    windows = [piece for text in prose for piece in pieces_of("memory", "Docs", text)]
+    lengths = [len(encoding.ids) for encoding in tokenizer.encode_batch(windows)]
+    unread = sum(max(0, length - embedding.SEQUENCE) for length in lengths) / sum(lengths)
+    assert unread < 0.06, f"{unread:.0%} of the text is past the model's {embedding.SEQUENCE} tokens"
+    assert f"w{embedding.CHUNK_CHARS}" in (embedding.model_id("1.0") or "")  # another window size: embedded again
