@@ -584,6 +584,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def settled(pid: int, idle: float = 0.05, most: float = 600.0) -> None:
+    """Wait until the process `pid` is idle (under `idle` of a core over a second): a server that
+    has just started embeds its vault in the background (the copy's index holds no vectors)."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - before < idle:
+            return
+    raise SystemExit(f"the server was still busy after {most:g} s")
+
+
 def run_status(path: Path) -> str | None:
     """The `status:` of a run file as it is on disk (the app replaces it whole: never half written)."""
     try:
@@ -686,6 +698,7 @@ def bench_chat(entries: int, rounds: int, turns: int, delay: float, scratch: Pat
                 raise SystemExit(f"POST /api/tasks: {made.status_code} {made.text[:300]}")
             task = made.json()["id"]
             load(url, token, "/api/chat", 1, 20, "warm")  # litellm imported, templates compiled
+            settled(pid)  # serve's background embedding of the copied vault done: not in any round
             driver = RunDriver(url, token, vault, task)
             driver.start()  # one run first, so the task's first run is not in the figures
             driver.stop()
