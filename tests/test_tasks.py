@@ -484,3 +484,39 @@ def test_a_run_that_says_it_saved_its_list_with_task_notepad_is_still_remembered
     result = run_task(agent, DIGEST)
     assert "New: the GST fix shipped." in system_text(scripted.requests[-1])
     assert not any("withheld" in line for line in log_of(agent.workspace.vault.get("run", f"{DIGEST}/{result.run}")))
+
+
+def test_a_runs_steps_are_not_made_durable_and_its_answer_and_end_are(
+    basic: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool step's line in the run file is written without fsync (a crash may lose it: the run
+    cut off is marked failed at the next start); the answer and the run's end are durable."""
+    import os
+
+    import sentient.vault.store as store
+
+    runs = basic / "tasks" / DIGEST / "runs"
+    synced: list[str] = []
+    writes: list[tuple[str, bool]] = []  # (the run file's text, durable) of each write of a run file
+    real_fsync, real_write = os.fsync, store.atomic_write
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def atomic_write(path: Path, text: str, *args: Any, **kwargs: Any) -> str:
+        if path.parent == runs:
+            writes.append((text, kwargs.get("durable", True)))
+        return real_write(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(store, "atomic_write", atomic_write)
+    scripted.queue(call("memory_recall", query="ledger"), call("memory_recall", query="gst"), text("Nothing new."))
+    result = run_task(agent_on(basic), DIGEST, trigger="schedule")
+    assert result.status == "succeeded"
+    steps = [durable for text, durable in writes if text.rstrip().splitlines()[-1].split(" ", 2)[-1].startswith("tool")]
+    assert steps == [False, False]
+    assert [durable for text, durable in writes if "status: succeeded" in text] and \
+        all(durable for text, durable in writes if "status: succeeded" in text)
+    folder = os.path.realpath(runs)
+    assert sum(path == folder for path in synced) == sum(durable for _, durable in writes)  # each durable write's entry

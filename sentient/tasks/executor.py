@@ -144,12 +144,14 @@ class _Run:
         self.signature: str | None = None  # of the knowledge block it was given
 
     def note(self, *texts: str, meta: dict[str, Any] | None = None, answer: str | None = None,
-             kept: str | None = None) -> Document:
+             kept: str | None = None, step: bool = False) -> Document:
         """Add lines to the run's log (and set frontmatter fields, its answer, the note it could not
-        keep), in one write."""
+        keep), in one write. A `step` of a going run (a tool called, the nudge) is not made durable:
+        a crash may lose it, and the run cut off by it is marked failed at the next start anyway; its
+        fsyncs made a chat's own durable writes wait, a step at a time (bench/bench_tasks.py)."""
         now = self.agent.clock()
         return write_run(self.vault, self.started.key, *(log_line(now, text) for text in texts), meta=meta,
-                         answer=answer, note=kept)
+                         answer=answer, note=kept, durable=not step)
 
     def check(self) -> None:
         """Stop here when the person asked to cancel, or the run is out of time."""
@@ -168,7 +170,7 @@ class _Run:
             name, arguments = self.calls.get(message.get("tool_call_id") or "", (message.get("name") or "?", ""))
             shown = "" if name in RECURRING_ONLY_TOOLS else _arguments(arguments)
             failed = str(message.get("content", "")).startswith("Error:")
-            self.note(f"tool {name}{shown}{' (error)' if failed else ''}")
+            self.note(f"tool {name}{shown}{' (error)' if failed else ''}", step=True)
         self.check()
 
     def nudge(self, text: str) -> str | None:
@@ -177,7 +179,7 @@ class _Run:
             return None
         what = " (to keep the list: task_notepad(text=...))" if self.spec.recurring and self.ctx.state.notepad is None \
             else ""
-        self.note("the model said it would act but made no call: told once to make it")
+        self.note("the model said it would act but made no call: told once to make it", step=True)
         return NUDGE.format(what=what)
 
 

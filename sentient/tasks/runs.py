@@ -184,13 +184,14 @@ def forget_cancel(vault: Vault, task: str, run: str) -> None:
 
 
 def write_run(vault: Vault, key: str, *lines: str, meta: dict[str, Any] | None = None, answer: str | None = None,
-              note: str | None = None) -> Document:
-    """Add log lines to a run file, and set its fields, answer and note not saved, in one write."""
+              note: str | None = None, durable: bool = True) -> Document:
+    """Add log lines to a run file, and set its fields, answer and note not saved, in one write.
+    `durable=False` for a going run's step: a crash may lose it (the run is then marked failed)."""
 
     def change(document: Document) -> Document:
         return document.replace(meta, with_log(document.body, *lines, answer=answer, note=note))
 
-    return vault.update("run", key, transform=change)
+    return vault.update("run", key, transform=change, durable=durable)
 
 
 def going_run(vault: Vault, task: str) -> str | None:

@@ -54,8 +54,15 @@ class _Absent:
 ABSENT = _Absent()
 
 
-def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: Path | None = None) -> str:
+def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: Path | None = None, *,
+                 durable: bool = True) -> str:
     """Write `text` to `path` so a crash leaves the old file or the new one, never a torn one.
+
+    `durable=False` leaves out the two fsyncs (of the bytes, of the folder's entry): the write is
+    still all or nothing, but a crash may lose it (the old file is then what is there). Only for
+    what a crash may lose because it is recorded again anyway: a going run's step (a run cut off
+    is marked failed at the next start). An fsync makes the file system commit its journal, and
+    another process's durable write (a chat's session) waits for that commit.
 
     `expect` is the hash of the bytes the caller read (None: do not check; ABSENT: the file
     must not exist). If the file on disk is not those bytes, it is left as it is (or put back) and
@@ -77,7 +84,8 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
             handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), _mode_for(path))  # mkstemp makes 0600: the person's files keep theirs
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
@@ -87,7 +95,8 @@ def atomic_write(path: Path, text: str, expect: str | None | _Absent, temp_dir: 
         _place(tmp, path, expect, written)
     except OSError as exc:
         raise _unwritable(path, exc) from None
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
     return written
 
 

@@ -654,11 +654,12 @@ class Vault:
         touch: bool = True,
         why: str | None = None,
         source: str | None = None,
+        durable: bool = True,
     ) -> Document:
         """Change a document. `expected_revision` is the content revision the caller read;
         Conflict if the text changed since. `transform` edits the freshly read document.
         `touch=False` leaves `updated` as it is (a write that records, not a change). `why` and
-        `source`: as for create."""
+        `source`: as for create. `durable=False`: a crash may lose this write (atomic_write)."""
         with self.lock(kind_name, key):
             current = self.get(kind_name, key)
             if expected_revision is not None and current.revision != expected_revision:
@@ -671,7 +672,7 @@ class Vault:
             assert current.source is not None
             text = document.render()
             self._fits(kind_name, current.path, text)
-            written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir)
+            written = atomic_write(current.path, text, current.source.file_hash, self.temp_dir, durable=durable)
         return self._changed("update", why, self._written(kind_name, key, current.path, text, written), source)
 
     def _written(self, kind_name: str, key: str, path: Path, text: str, file_hash: str) -> Document:
