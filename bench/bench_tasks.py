@@ -897,24 +897,23 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   that succeeded (a failed one between is read and passed over) and the notepad, each parsed and
   judged (a cache lookup when warm): about 10× reading the same files plainly, under 1 ms.
 - **A chat beside a run:** on 2026-12-04 the tail moved (p95 1.30×) because a run's steps were
-  Python work under the same GIL as the chat turn, and a turn that met one waited (cProfile on
-  10 runs in one process, the model answering at once, about 55 ms a run: litellm's handling of
-  the 7 replies ~30 ms, 9 rewrites of the run file ~22 ms, 5 `memory_recall` searches ~12 ms).
-  Since 2026-12-07 a run whose models are all reached over the network runs in a child process
-  of `serve` (sentient/tasks/child.py) at nice +10, so that work is under another interpreter
-  lock. Measured on 2026-12-07 08:46-08:55 UTC (this machine quiet, 5 rounds of 200 turns each,
-  0.2 s a model call; p95 ratios): a process started per run 1.37x, at nice +10 1.35x; the run
-  indexing its own run file (serve's watcher then finding it current) 1.21x and 1.53x; runs forked
-  from a fork server that had imported everything once (no imports per run) 1.34x and 1.53x; the
-  code as committed 1.23x, and 1.35x in the table above. With `--model-delay 1` (08:49 UTC): p95
-  0.99x, met. So neither the
-  interpreter lock nor the run's start-up is what is left: what is left grows with how often a
-  run takes a step (five a second here). Not yet told apart: the watcher's re-read of the run file
-  after each step and the index's write lock shared between the two processes, and the run's own
-  CPU on a 2-CPU virtual machine whose CPUs may share a physical core. The next thing to measure
-  is the CPU a run's process takes a step. A floor measured by hand the same morning (09:10 UTC,
-  /tmp script, not in this bench): a plain process at nice +10 burning 20 ms of CPU every 0.2 s
-  beside the chats left p95 at 1.01x; burning 0.2 s every 0.4 s (half a core) made it 1.15x.
+  Python work under the same GIL as the chat turn. Since 2026-12-07 a run whose models are all
+  reached over the network runs in a process of its own at nice +10. Found on 2026-12-07 17:00 UTC:
+  from 08:14 that day (d194605) until then, a run stayed in serve whenever *any* role's model lived
+  in serve, chat's included, and this bench's chat model does: every figure measured here in
+  between (1.21-1.53×, and 0.99× at 1 s a model call) was of runs on serve's own thread. Now a run
+  goes apart by its own task's role and the helper and extraction roles it may ask (this bench puts
+  both on the paced model server), and is forked by a fork server that imported the model client
+  once (litellm: 1.5-3 s of CPU and ~2,700 modules a fresh interpreter paid every run). Measured on
+  a quiet machine, 17:05-17:30 UTC, 0.2 s a model call, about 3 runs ended a round, p95 ratios:
+  1.28-1.32× in three runs (1.32× in the table above); the same with the run's process at nice 19 1.35×; with the
+  step lines of the run file written without fsync 1.30×; with the whole vault on tmpfs (no
+  fsync costs at all) 1.12×. p50 stays within 1.04×. A profile of serve during the rounds with a
+  run beside shows no new work of its own beyond the watcher's look at the run's writes (about 2%
+  of a core); serve itself takes 1.2 cores for the chats alone (a turn embeds its query and the
+  session's new messages), so with the bench's client the two cores are nearly full before the run
+  adds its own. What is left is shared hardware: the file system's journal (the tmpfs figure) and
+  the cores. Not yet tried: fewer durable writes of serve's own per chat turn.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
