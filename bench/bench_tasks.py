@@ -912,8 +912,11 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   run beside shows no new work of its own beyond the watcher's look at the run's writes (about 2%
   of a core); serve itself takes 1.2 cores for the chats alone (a turn embeds its query and the
   session's new messages), so with the bench's client the two cores are nearly full before the run
-  adds its own. What is left is shared hardware: the file system's journal (the tmpfs figure) and
-  the cores. Not yet tried: fewer durable writes of serve's own per chat turn.
+  adds its own. `strace` of both during a round with a run beside (17:49 UTC): the runs' processes
+  made 18 fsyncs in 8 s (6 a run), serve 540 (its own chat writes), so the journal is not the
+  run's doing: on tmpfs every fsync, serve's own too, costs nothing, which steadies the tail of
+  both conditions. What is left is the cores: the run's own CPU (its steps, the model client's
+  handling, its searches' query embedding) beside a server and a client that nearly fill two.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
