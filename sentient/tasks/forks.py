@@ -198,9 +198,13 @@ def serve_forks(fd: int, run: Callable[[dict[str, Any]], int], idle: float = IDL
             if not data:  # serve closed its end
                 return 0
             quiet = 0.0
+            # SIGTERM held over the fork: one sent to the new process before it has its own handler
+            # (serve stopping it at once) waits, and then ends it quietly, not through ours
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
             pid = os.fork()
             if pid == 0:
                 _in_the_fork(channel, data, fds, run)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for descriptor in fds:  # the run's process holds the lock now, not the server
                 os.close(descriptor)
             children.add(pid)
@@ -220,9 +224,10 @@ def _in_the_fork(channel: socket.socket, data: bytes, fds: list[int], run: Calla
     """In the forked process: a session of its own, the server's socket closed, then the run."""
     code = 1
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the server's handler
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a SIGTERM held until now ends it here
         channel.close()
         os.setsid()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         random.seed()  # not the server's sequence, shared by every run it forked
         payload = json.loads(data)
         payload["lock"] = fds[0] if fds else None
