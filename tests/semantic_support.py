@@ -3,11 +3,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from sentient import embedding
+from sentient.index import Index
+from sentient.vault.store import Vault
+
+ENTRIES = {
+    "anika": ("Anika", "Anika teaches maths at the primary school in Leeds."),
+    "boiler": ("Boiler", "The boiler lost pressure overnight; the plumber comes on Tuesday."),
+    "cello": ("Lessons", "Tom started cello lessons on Thursdays."),
+    "crete": ("Holiday", "We spent two weeks in Crete in August, mostly on the beach."),
+    "peanuts": ("Maya", "Maya cannot eat peanuts, she reacts badly to them."),
+}
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +34,14 @@ def write(root: Path, key: str, title: str, body: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"---\ntitle: {title}\n---\n\n{body}\n", encoding="utf-8")
     return path
+
+
+@contextmanager
+def entries_index(root: Path, model: embedding.Embedder) -> Iterator[Index]:
+    """An index of a vault at `root` holding ENTRIES, synced (not embedded yet)."""
+    vault = Vault(root)
+    for key, (title, body) in ENTRIES.items():
+        write(vault.root, key, title, body)
+    with Index(vault, embedder=lambda: model) as index:
+        index.sync()
+        yield index

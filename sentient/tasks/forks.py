@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
@@ -165,8 +166,6 @@ class Forked:
 
 def _watch(pid: int, timeout: float | None) -> int:
     """Wait for a process that is not our child to end (its exit code unknown: -1)."""
-    import time
-
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         try:
