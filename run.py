@@ -127,11 +127,20 @@ def _now() -> float:
     return os.times().elapsed
 
 
+def _workers(args: list[str]) -> list[str]:
+    """pytest-xdist's workers for the suite, one per CPU (2-4): most tests wait on processes,
+    servers and files, so two on two cores take about two thirds of the time of one. None when
+    the arguments choose (-n, -p no:xdist) or only collect."""
+    if any(arg.startswith(("-n", "--numprocesses", "--collect-only", "--co")) or arg == "no:xdist" for arg in args):
+        return []
+    return ["-n", str(min(4, max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)))]
+
+
 def main(argv: list[str]) -> int:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     if argv[:1] == ["test"]:
         _install("dev")
-        return run_until_stopped([str(BIN / "pytest"), *argv[1:]], env, cwd=ROOT)
+        return run_until_stopped([str(BIN / "pytest"), *_workers(argv[1:]), *argv[1:]], env, cwd=ROOT)
     _install("")
     sentient = [str(BIN / "sentient"), "--vault", str(working_copy())]
     return run_until_stopped([*sentient, *(argv or ["serve"])], env)

@@ -22,6 +22,7 @@ import pytest
 from sentient.api.app import create_app
 from sentient.config import load_settings
 from sentient.llm import LLM
+from sentient.tasks import child
 from tests.agent_support import SCRIPTED, configure, http_server, respond
 from tests.scripted import Scripted, text
 from tests.test_api_server import Running, eventually, uvicorn_thread
@@ -243,9 +244,10 @@ def test_sentient_stopping_stops_a_run_in_its_own_process_and_records_it(
 
 
 def test_a_run_past_its_timeout_is_stopped_from_outside_with_the_script_it_started(
-    vault: Path, model: tuple[Model, str]
+    vault: Path, model: tuple[Model, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served, base = model
+    monkeypatch.setattr(child, "GRACE", 2.0)  # serve's wait past tasks.timeout (10 s) before it stops the process
     seconds = f"30{os.getpid() % 1000:03d}.7"  # this test's sleep
     mark = f"sleep\0{seconds}"
     served.first = ("execute_code", {"code": f"import subprocess\nsubprocess.run(['sleep', '{seconds}'])"})

@@ -48,7 +48,7 @@ def _markers(text: str) -> set[int]:
 
 EDITOR = """
 import ctypes, os, random, select, sys, time
-path, first, saves, busy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, first, saves, busy, slow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 swap = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".swp")
 libc = ctypes.CDLL(None, use_errno=True)
 events = libc.inotify_init1(os.O_NONBLOCK)
@@ -68,7 +68,7 @@ for number in range(first, first + saves):
     # Every other save comes as someone reads the file while a write is under way (its temp file
     # in .sentient/tmp/): a person saving at the worst moment. The others come after a while.
     drain()
-    deadline = time.monotonic() + pause.uniform(0.002, 0.025)
+    deadline = time.monotonic() + pause.uniform(0.002, 0.025) * slow
     while (left := deadline - time.monotonic()) > 0:
         if not select.select([events] if number % 2 else [], [], [], left)[0]:
             break
@@ -88,12 +88,12 @@ for number in range(first, first + saves):
 """
 
 
-def _editor(path: Path, first: int, saves: int) -> list[int]:
+def _editor(path: Path, first: int, saves: int, slow: float = 1) -> list[int]:
     """A person's editor, in its own process: reads the file, adds a line, saves; two saves in
-    three by renaming a temp file over it, one in three by rewriting the file in place. Returns
-    the numbers of the saves it made."""
+    three by renaming a temp file over it, one in three by rewriting the file in place, after
+    2-25 ms (times `slow`) or as a write is under way. Returns the numbers of the saves it made."""
     busy = path.parent.parent / ".sentient" / "tmp"
-    done = subprocess.run([sys.executable, "-c", EDITOR, str(path), str(first), str(saves), str(busy)],
+    done = subprocess.run([sys.executable, "-c", EDITOR, str(path), str(first), str(saves), str(busy), str(slow)],
                           capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     return [int(line) for line in done.stdout.split()]
@@ -166,8 +166,8 @@ def test_no_editor_save_is_lost_to_api_or_agent_writes(
         for writer in writers:
             writer.start()
         saved = _editor(path, 0, EDITOR_SAVES)
-        while len(bases) < API_SUCCESSES and len(saved) < 4 * EDITOR_SAVES:  # a busy machine: race on
-            saved += _editor(path, len(saved), EDITOR_SAVES // 3)
+        while len(bases) < API_SUCCESSES and len(saved) < 4 * EDITOR_SAVES:  # a busy machine: race on, the
+            saved += _editor(path, len(saved), EDITOR_SAVES // 3, slow=4)  # editor slower, so writes get through
         done.set()
         for writer in writers:
             writer.join()
