@@ -906,7 +906,7 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   both on the paced model server), and is forked by a fork server that imported the model client
   once (litellm: 1.5-3 s of CPU and ~2,700 modules a fresh interpreter paid every run). Measured on
   a quiet machine, 17:05-17:30 UTC, 0.2 s a model call, about 3 runs ended a round, p95 ratios:
-  1.28-1.32× in three runs (1.32× in the table above); the same with the run's process at nice 19 1.35×; with the
+  1.28-1.32× in three runs; the same with the run's process at nice 19 1.35×; with the
   step lines of the run file written without fsync 1.30×; with the whole vault on tmpfs (no
   fsync costs at all) 1.12×. p50 stays within 1.04×. A profile of serve during the rounds with a
   run beside shows no new work of its own beyond the watcher's look at the run's writes (about 2%
@@ -915,8 +915,15 @@ NOTES = """Notes (2026-12-04, on sentient/tasks/ as it stood that evening; the c
   adds its own. `strace` of both during a round with a run beside (17:49 UTC): the runs' processes
   made 18 fsyncs in 8 s (6 a run), serve 540 (its own chat writes), so the journal is not the
   run's doing: on tmpfs every fsync, serve's own too, costs nothing, which steadies the tail of
-  both conditions. What is left is the cores: the run's own CPU (its steps, the model client's
-  handling, its searches' query embedding) beside a server and a client that nearly fill two.
+  both conditions. What was left was the cores: the run's own CPU (its steps, the model client's
+  handling, its searches' query embedding) beside a server and a client that nearly filled two.
+  Since 19:30 UTC the same day serve embeds documents (each turn's new messages, the run's file)
+  by the int8 encoder (sentient/quantized.py), about a third of the CPU of the float32 pass:
+  serve's CPU for the chats went from 1.2 cores to 1.0, and the run beside no longer costs the
+  chat its tail. Side by side in one hour (19:33-19:50 UTC, `--rounds 4`, then the table above
+  with 6): the code just before it 1.43× (p50 1.14×), with it 1.04× and 1.00×. The rounds'
+  p95 drifted down through the run as the machine quietened, which alternating the conditions
+  evens out; adjacent pairs of rounds (no run, then a run) in the table above range 0.90-1.15×.
 - **Noise:** the machine is shared; a round's p95 moves by 2-3 ms between rounds of one condition
   (the round table), which is why the conditions alternate and the verdict takes medians.
 """
