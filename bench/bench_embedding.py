@@ -58,7 +58,7 @@ def main() -> None:
     model = embedding.embedder()
     if model is None:
         sys.exit(embedding.problem())
-    questions = model.embed([question for question, _ in PAIRS])
+    questions = [model.query(question) for question, _ in PAIRS]  # as a search embeds its query
     answers = model.embed([answer for _, answer in PAIRS])
     similarity = questions @ answers.T
     ranks = [int((similarity[row] > similarity[row, row]).sum()) for row in range(len(PAIRS))]

@@ -101,6 +101,9 @@ class Embedder:
         self._weights = cached_weights(folder / MODEL_FILE, version)
         self._folder, self._version = folder, version
         self.quantized = quantizes()  # documents by the int8 encoder (quantized.py), not the float32 pass
+        self._session: Any = None
+        self._session_tried = False
+        self._session_lock = threading.Lock()
         self.id = _named(version, self.quantized)  # stored with the vectors: a change re-embeds
         self.dimensions = DIMENSIONS
 
@@ -134,18 +137,22 @@ class Embedder:
         the last hidden states, by the int8 encoder (quantized.py) where onnxruntime loads, else
         by the float32 pass (full). Safe to call from several threads at once: each call uses a
         core (numpy and onnxruntime let go of the interpreter's lock while they compute)."""
-        session = self._session
+        session = self._quantized_session()
         if session is None:
             return self.full(texts)
         numpy = self._np
         words, positions = self._weights[_WORDS], self._weights["positions"]
         out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
-        for row, ids in enumerate(self._ids(texts)):  # one at a time: a text's vector is its own (quantized.py)
-            x = words[ids]
-            x += positions[: len(ids)]
-            pooled = session.run(None, {"x": x})[0][0]
-            norm = numpy.linalg.norm(pooled)
-            out[row] = pooled / norm if norm > 0 else pooled
+        try:
+            for row, ids in enumerate(self._ids(texts)):  # one at a time: a text's vector is its own (quantized.py)
+                x = words[ids]
+                x += positions[: len(ids)]
+                pooled = session.run(None, {"x": x})[0][0]
+                norm = numpy.linalg.norm(pooled)
+                out[row] = pooled / norm if norm > 0 else pooled
+        except Exception as exc:  # onnxruntime failing a run: these texts by the float32 pass, said once
+            self._give_up_quantized(exc)
+            return self.full(texts)
         result: npt.NDArray[np.float32] = out
         return result
 
@@ -180,23 +187,32 @@ class Embedder:
         result: npt.NDArray[np.float32] = out
         return result
 
-    @cached_property
-    def _session(self) -> Any:
+    def _quantized_session(self) -> Any:
         """The int8 encoder's onnxruntime session (quantized.py), made at the first document
-        embedded; None where onnxruntime is not installed or cannot run it (see `quantized`)."""
+        embedded, once however many threads embed; None where onnxruntime is not installed or
+        cannot run it: documents then take the float32 pass, under the same id (within a cosine of
+        0.99 of each other, near enough to mix), and the log says so once."""
         if not self.quantized:
             return None
-        from sentient import quantized
+        with self._session_lock:
+            if not self._session_tried:
+                self._session_tried = True
+                from sentient import quantized
 
-        numpy = self._np
-        norm = (self._weights["bert.embeddings.LayerNorm.weight"], self._weights["bert.embeddings.LayerNorm.bias"])
-        try:
-            return quantized.session(quantized.encoder(numpy, self._layers, norm, HEADS, EPSILON))
-        except Exception as exc:  # an onnxruntime that cannot run it: the float32 pass, near enough to mix
-            log.warning("the int8 embedding encoder could not start (%s: %s); embedding with the float32 pass, "
-                        "about a third as fast. Reinstall onnxruntime (%s) to speed it up", type(exc).__name__, exc,
-                        INSTALL)
-            return None
+                weight = self._weights
+                norm = (weight["bert.embeddings.LayerNorm.weight"], weight["bert.embeddings.LayerNorm.bias"])
+                try:
+                    self._session = quantized.session(quantized.encoder(self._np, self._layers, norm, HEADS, EPSILON))
+                except Exception as exc:  # an onnxruntime that cannot build it
+                    _on_float32(exc, "could not start")
+            return self._session
+
+    def _give_up_quantized(self, exc: Exception) -> None:
+        """A run of the session failed: this process embeds by the float32 pass from now on."""
+        with self._session_lock:
+            first, self._session = self._session is not None, None
+        if first:  # not said again by another thread that ran into it too
+            _on_float32(exc, "failed")
 
     @cached_property
     def _layers(self) -> list[_Layer]:
@@ -257,6 +273,11 @@ class Embedder:
                 part += layer.down_bias
                 _norm(numpy, part, layer.down_norm, layer.down_norm_bias)
         return x.reshape(batch, length, DIMENSIONS)
+
+
+def _on_float32(exc: Exception, what: str) -> None:
+    log.warning("the int8 embedding encoder %s (%s: %s); embedding with the float32 pass, about a third as fast. "
+                "Reinstall onnxruntime (%s) to speed it up", what, type(exc).__name__, exc, INSTALL)
 
 
 def cached_weights(path: Path, version: str) -> dict[str, Any]:

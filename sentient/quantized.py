@@ -1,6 +1,7 @@
 """The embedding model's encoder with int8 dense layers, run by onnxruntime: how a whole index is
-embedded, about 2.5-3x as fast as the float32 pass in numpy (embedding.py), whose vectors it
-follows to a cosine of 0.99 or more (tests/test_semantic.py; recall: docs/benchmarks.md).
+embedded, 2-3x as fast as the float32 pass in numpy (embedding.py; short texts 2x, windows of
+64 tokens 3x), whose vectors it follows to a cosine of 0.99 or more (tests/test_semantic.py;
+recall: docs/benchmarks.md).
 
 The graph is written here, from the weights embedding.py already holds (ONNX is a protobuf; a
 few dozen lines write the messages it needs, where the `onnx` package would be one more large
@@ -28,7 +29,8 @@ OPSET = 17  # LayerNormalization's; onnxruntime 1.17 runs up to 20
 MICROSOFT = "com.microsoft"  # DynamicQuantizeMatMul and FastGelu: onnxruntime's own operators
 # Weights in 7 bits, not 8: on CPUs without VNNI (AVX2), onnxruntime multiplies uint8 activations by
 # int8 weights two pairs at a time into 16 bits, which 255 * 127 * 2 overflows and 255 * 63 * 2 does
-# not; so the vectors are the same on every x86 CPU. (Against the float32 pass: a mean cosine of
+# not; so no CPU's vectors are spoiled by saturation (they still differ from one CPU to another
+# in the last bits of the float32 parts). (Against the float32 pass: a mean cosine of
 # 0.9966 where 8 bits gave 0.9972.)
 WEIGHT_RANGE = 63
 

@@ -78,7 +78,7 @@ def test_documents_go_through_the_int8_encoder_each_alone_near_the_float_pass(mo
     0.98 of the float32 pass, and a text's vector is its own, whatever is embedded beside it."""
     np = pytest.importorskip("numpy")
     texts = [PARAPHRASE, *(body for _, body in ENTRIES.values()), "word " * 100, "é 🙂", "", *MIXED[:12]]
-    assert model.quantized and model.id.endswith(" int8/63") and model._session is not None
+    assert model.quantized and model.id.endswith(" int8/63") and model._quantized_session() is not None
     vectors = model.embed(texts)
     full = model.full(texts)
     cosines = (vectors * full).sum(axis=1)
@@ -116,6 +116,21 @@ def test_without_onnxruntime_documents_take_the_float_pass_under_an_id_of_their_
     failing = embedding.Embedder(folder, model._version)
     assert np.array_equal(failing.embed(texts), model.full(texts))  # the float32 pass, said in the log
     assert "int8 embedding encoder could not start (RuntimeError: no kernel" in caplog.text
+    monkeypatch.undo()
+
+    class Failing:  # a session that was built, then fails a run
+        def run(self, *_: object) -> object:
+            raise RuntimeError("bad allocation")
+
+    runs = embedding.Embedder(folder, model._version)
+    runs._session, runs._session_tried = Failing(), True
+    threads = [threading.Thread(target=lambda: runs.embed(texts)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert np.array_equal(runs.embed(texts), model.full(texts)) and runs._quantized_session() is None
+    assert caplog.text.count("int8 embedding encoder failed (RuntimeError: bad allocation)") == 1  # said once
 
 
 def test_texts_go_through_the_layers_a_few_at_a_time_and_their_vectors_do_not_change(
