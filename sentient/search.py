@@ -47,14 +47,17 @@ def find(index: Reader, query: str, *, kind: str | None = None, limit: int = 10,
 class Shown:
     """A search as a person is shown it. `hits`: a row each (kind, id, path, title, snippet,
     score, flagged, withheld, allowed, patterns, ref: what to name with `sentient memory show`,
-    None for a kind not judged); `problem`: why it could not rank by meaning when asked to."""
+    None for a kind not judged); `problem`: why it could not rank by meaning when asked to;
+    `waiting`: documents not embedded yet, found by their words alone (0 when it ranked by
+    words alone anyway)."""
 
     hits: list[dict[str, Any]]
     more_chats: bool
     problem: str | None
+    waiting: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"hits": self.hits, "more_chats": self.more_chats, "problem": self.problem}
+        return {"hits": self.hits, "more_chats": self.more_chats, "problem": self.problem, "waiting": self.waiting}
 
 
 def show(workspace: Workspace, query: str, *, kind: str | None = None, limit: int = 10,
@@ -66,7 +69,9 @@ def show(workspace: Workspace, query: str, *, kind: str | None = None, limit: in
     if not workspace.index.watched():  # else `sentient serve`'s watcher has applied every change
         workspace.index.sync()
     problem = workspace.semantic_problem() if mode not in (None, "bm25") else None
+    mode = mode or default_mode(workspace.index)
     found = find(workspace.index, query, kind=kind, limit=limit, mode=mode)
+    waiting = workspace.index.waiting() if mode != "bm25" and workspace.index.semantic_model() is not None else 0
     rows = []
     for hit in found.hits:
         entry = judge_hit(workspace, hit.kind, hit.key)
@@ -83,7 +88,7 @@ def show(workspace: Workspace, query: str, *, kind: str | None = None, limit: in
             "patterns": list(entry.patterns) if entry is not None else [],
             "ref": entry.ref if entry is not None else None,
         })
-    return Shown(rows, found.more_chats, problem)
+    return Shown(rows, found.more_chats, problem, waiting)
 
 
 def default_mode(index: Reader) -> str:

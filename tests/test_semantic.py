@@ -372,6 +372,57 @@ def test_search_modes_through_the_cli_and_health(make_vault: Callable[[str], Pat
     assert workspace.index.semantic_model() is not None
 
 
+def test_documents_not_embedded_yet_are_counted_and_the_person_told(
+        make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        model: embedding.Embedder) -> None:
+    """After an upgrade of the embedding model every vector is made again: until then a search
+    says how many documents it found by their words alone, and health counts them."""
+    from fastapi.testclient import TestClient
+
+    from sentient.api.app import create_app
+    from sentient.cli import main
+    vault = make_vault("basic")
+    for key, (title, body) in ENTRIES.items():
+        write(vault, key, title, body)
+    for number in range(200):  # more than searches embed first (reader.EMBED_IN_SEARCH, twice: sessions apart)
+        write(vault, f"note-{number:03d}", f"Note {number}", f"A note about the garden, number {number}.")
+    assert main(["--vault", str(vault), "index"]) == 0
+    capsys.readouterr()
+    assert main(["--vault", str(vault), "search", "anika"]) == 0
+    assert "not embedded yet" not in capsys.readouterr().err  # every one embedded
+    upgraded = f"{model.id} upgraded"  # another model's id: every document embedded again
+    monkeypatch.setattr(model, "id", upgraded)
+    monkeypatch.setattr("sentient.index.index.model_id", lambda: upgraded)
+    assert main(["--vault", str(vault), "search", "--mode", "bm25", "anika"]) == 0
+    assert "not embedded yet" not in capsys.readouterr().err  # by words alone, as asked
+    assert main(["--vault", str(vault), "search", "anika"]) == 0
+    said = capsys.readouterr().err
+    with open_workspace(load_settings(vault, {})) as workspace:
+        waiting = workspace.index.waiting()
+        assert waiting > 0 and f"{waiting:,} documents are not embedded yet, found by their words alone: " \
+            "`sentient index` embeds them" in said
+        app = create_app(workspace.settings, environ={}, watch=False, schedule=False)
+
+    class Behind:  # serve's background embedding, not come to these documents yet
+        def __init__(self, index: Index) -> None:
+            self.embedded = 0
+
+        def start(self) -> None: ...
+        def poke(self) -> None: ...
+        def stop(self, timeout: float = 0) -> None: ...
+
+    monkeypatch.setattr("sentient.api.app.BackgroundEmbedding", Behind)
+    with TestClient(app, base_url="http://localhost", headers={"Authorization": f"Bearer {app.state.token}"}) as client:
+        answer = client.get("/api/search", params={"q": "anika"}).json()  # (its own share embedded first)
+        assert 0 < answer["waiting"] < waiting, answer
+        assert client.get("/api/search", params={"q": "anika", "mode": "bm25"}).json()["waiting"] == 0
+        assert client.get("/api/health").json()["search"]["waiting"] == answer["waiting"]
+    assert main(["--vault", str(vault), "index"]) == 0
+    capsys.readouterr()
+    assert main(["--vault", str(vault), "search", "anika"]) == 0
+    assert "not embedded yet" not in capsys.readouterr().err
+
+
 def test_turned_off_nothing_is_embedded_everything_ranks_by_words_and_it_says_so(
         make_vault: Callable[[str], Path], capsys: pytest.CaptureFixture[str], model: embedding.Embedder) -> None:
     """features.semantic: false: the model is installed and loads, but nothing is embedded, every

@@ -38,6 +38,8 @@ def health(request: Request, workspace: WorkspaceDep, agent: AgentDep) -> dict[s
         # conflicting edits a sync kept both ways, withheld from the model until resolved
         "git": {"state": git_state(workspace), "conflicts": [as_dict(copy) for copy in open_conflicts(workspace)]},
         # how search ranks: by words and meaning (hybrid), or by words alone, and then why
+        # and how many documents are not embedded yet (found by their words alone until they are)
         "search": {"modes": ["bm25", "vector", "hybrid"] if semantic else ["bm25"],
-                   "default": "hybrid" if semantic else "bm25", "problem": workspace.semantic_problem()},
+                   "default": "hybrid" if semantic else "bm25", "problem": workspace.semantic_problem(),
+                   "waiting": workspace.index.waiting() if semantic else 0},
     }

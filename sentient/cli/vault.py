@@ -109,6 +109,10 @@ def print_found(args: argparse.Namespace, found: dict[str, Any]) -> int:
     """Print a search's answer (sentient.search.Shown.as_dict, here or from a server)."""
     if found["problem"]:
         print(found["problem"], file=sys.stderr)
+    if waiting := found.get("waiting"):  # (a server of an older version does not say)
+        print(f"{waiting:,} {'document is' if waiting == 1 else 'documents are'} not embedded yet, found by "
+              "their words alone: `sentient index` embeds them (a running `sentient serve` does by itself)",
+              file=sys.stderr)
     hits: list[dict[str, Any]] = found["hits"]
     if args.json:
         print(json.dumps([{field: hit[field] for field in JSON_FIELDS} for hit in hits], ensure_ascii=False, indent=2))

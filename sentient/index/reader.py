@@ -31,7 +31,7 @@ from sentient.index.schema import (
     _when,
     phrases,
 )
-from sentient.index.vectors import Matrix, blended, fused
+from sentient.index.vectors import Matrix, blended, fused, pending
 from sentient.search import MODES as MODES  # where the CLI, which loads no index, finds them
 from sentient.vault.store import Problem, Vault
 from sentient.vault.sync import conflict_of
@@ -204,6 +204,13 @@ class Reader:
         return match, self._search(match, clauses, params, limit, ids)
 
     # --- by meaning ------------------------------------------------------------------------
+
+    def waiting(self) -> int:
+        """How many documents the model has not embedded yet (after a model change, every one):
+        a search by meaning finds them by their words alone until `sentient index` or serve's
+        background embedding does. Counted from the tables' pages, not a walk of their rows."""
+        with self._reading() as conn:
+            return pending(conn)
 
     def semantic_model(self) -> Embedder | None:
         """The embedding model this index ranks by meaning with; None when it has none (or it
