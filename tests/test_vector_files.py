@@ -286,3 +286,24 @@ def test_the_file_names_the_average_a_search_takes_apart_and_one_without_it_is_a
         with Index(index.vault, embedder=index._embedder) as again:
             assert [hit.key for hit in again.search(ALLERGY, mode="vector")][:1] == ["peanuts"]
             assert again._matrix is not None and np.abs(again._matrix.mean - every.mean(axis=0)).max() < 1e-6
+
+
+def test_a_searchs_query_is_multiplied_with_every_vector_once(index: Index) -> None:
+    """`sentient search` asks twice with one query (sessions apart), and a search asks again for
+    more when too few pass its filters: each row's closeness to the query is computed once."""
+    from sentient.search import find
+
+    find(index, "where does she work as an educator", mode="vector")
+    matrix = index._matrix
+    assert matrix is not None and len(matrix.known) == 1
+    computed = next(iter(matrix.known.values()))
+    find(index, "where does she work as an educator", mode="hybrid")
+    assert index._matrix is matrix and next(iter(matrix.known.values())) is computed  # not computed again
+    find(index, "which food is she allergic to", mode="vector")
+    assert len(matrix.known) == 2
+    index.sync()  # nothing changed: the same rows, the same closeness
+    write(index.vault.root, "anika", ENTRIES["anika"][0], "Anika teaches physics now.")
+    index.sync()
+    index.embed()
+    find(index, "where does she work as an educator", mode="vector")
+    assert index._matrix is not matrix and len(index._matrix.known) == 1  # other rows: computed for them

@@ -555,6 +555,11 @@ class Index(Reader):
             self.keep_vectors()
         return done
 
+    def waiting(self) -> int:
+        """Reader.waiting, without counting when this index embedded every document at its
+        version now (a count of the tables took 20 ms at 100,000 entries, every search)."""
+        return 0 if self._embedded_at == self.version else super().waiting()
+
     def keep_vectors(self) -> bool:
         """Write the vectors file (vectors.py) again when it is missing or more than REWRITE_AFTER
         documents behind the index: what an embedding pass does when it is done, never a search.

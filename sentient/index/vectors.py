@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -52,6 +52,7 @@ MODEL_META = "embedding_model"
 # measure 0.10-0.26 with this model, most paraphrases 0.3 up; on bench/bench_recall.py 0.25 and
 # 0.35 fused alike
 MIN_COSINE = 0.3
+QUERIES_KEPT = 4  # queries whose closeness to every row a Matrix keeps (a float32 each a row)
 # Hybrid ranking blends the two lists' scores, each scaled to 0-1 within its list: BM25 from the
 # last of its list to its first, a closeness (Matrix.nearest) from the last of the vector list (0,
 # no nearer than the vault's average, when that list is short) to its first; a document missing
@@ -233,6 +234,11 @@ class Matrix:
     hidden: npt.NDArray[np.intp]
     mean: npt.NDArray[np.float32]  # the average vector: of the file's rows, else of every row
     shared: npt.NDArray[np.float32]  # each row's product with `mean`, in the rows' order (see nearest)
+    # each row's closeness to the last few queries, by the query's bytes: a search asks twice with
+    # one query (sessions apart), and again for more when too few pass its filters, and one product
+    # with every vector is most of its time (45 ms at 100,000 entries)
+    known: dict[bytes, tuple[npt.NDArray[np.float32], int]] = field(default_factory=dict, init=False, compare=False,
+                                                                    repr=False)
 
     @staticmethod
     def load(conn: sqlite3.Connection, index: Path, generation: int, known: Matrix | None = None) -> Matrix:
@@ -284,17 +290,7 @@ class Matrix:
 
         if not len(self.docs):
             return []
-        apart = query - self.mean
-        size = float(np.linalg.norm(apart))
-        if size > 0:
-            scores = np.concatenate([block @ (apart / size) for block in self.blocks if len(block)])
-            far = scores * size + self.shared < MIN_COSINE
-        else:  # the query is the average itself: nothing sets a piece apart, the plain cosine ranks
-            scores = np.concatenate([block @ query for block in self.blocks if len(block)])
-            far = scores < MIN_COSINE
-        scores[far] = -3.0  # below any closeness
-        scores[self.hidden] = -3.0
-        close = int((scores > -3.0).sum())
+        scores, close = self._closeness(query)
         if not close:
             return []
         wanted = min(close, most * 4)  # pieces: a document may hold several of the best
@@ -309,6 +305,30 @@ class Matrix:
             if len(found) >= most or wanted >= close:
                 return list(found.values())[:most]
             wanted = min(close, wanted * 4)
+
+    def _closeness(self, query: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], int]:
+        """Each row's closeness to `query` (-3 for one too far or hidden: see nearest), and how
+        many are not; computed once for the last QUERIES_KEPT queries (never changed after)."""
+        import numpy as np
+
+        key = query.tobytes()
+        if (known := self.known.get(key)) is not None:
+            return known
+        apart = query - self.mean
+        size = float(np.linalg.norm(apart))
+        if size > 0:
+            scores = np.concatenate([block @ (apart / size) for block in self.blocks if len(block)])
+            far = scores * size + self.shared < MIN_COSINE
+        else:  # the query is the average itself: nothing sets a piece apart, the plain cosine ranks
+            scores = np.concatenate([block @ query for block in self.blocks if len(block)])
+            far = scores < MIN_COSINE
+        scores[far] = -3.0  # below any closeness
+        scores[self.hidden] = -3.0
+        found = (scores, int((scores > -3.0).sum()))
+        if len(self.known) >= QUERIES_KEPT:  # (another thread's search may add one meanwhile: harmless)
+            self.known.clear()
+        self.known[key] = found
+        return found
 
 
 @dataclass(frozen=True)
