@@ -131,7 +131,7 @@ def _workers(args: list[str]) -> list[str]:
     """pytest-xdist's workers for the suite, one per CPU (2-4): most tests wait on processes,
     servers and files, so two on two cores take about two thirds of the time of one. None when
     the arguments choose (-n, -p no:xdist) or only collect."""
-    if any(arg.startswith(("-n", "--numprocesses", "--collect-only", "--co")) or arg == "no:xdist" for arg in args):
+    if any(arg in ("--co", "--collect-only", "no:xdist") or arg.startswith(("-n", "--numprocesses")) for arg in args):
         return []
     return ["-n", str(min(4, max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)))]
 
