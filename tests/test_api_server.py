@@ -64,8 +64,10 @@ class Running:
         return token
 
     def http(self) -> httpx.Client:
+        # An idle connection is dropped after 1 s, well before uvicorn closes it (5 s): a request sent
+        # as the server closed it got "Server disconnected without sending a response" (CI, under xdist).
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30,
-                            limits=httpx.Limits(max_connections=50))
+                            limits=httpx.Limits(max_connections=50, keepalive_expiry=1.0))
 
     def openai(self, token: str | None = None) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=token or self.token, max_retries=0, timeout=30)
