@@ -31,7 +31,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +57,9 @@ HEADS = 12
 MASK = -30.0  # the additive attention bias of padding the model was exported with
 EPSILON = 1e-12  # its layer norms'
 BATCH = 64  # texts run together (sorted by length, so a batch pads little)
+# Documents' texts are tokenized this many at a time: the library's encodings of a few thousand
+# texts at once held about 80 MB (their tokens, offsets and masks), which the allocator kept.
+TOKENIZED = 64
 # The texts of a batch go through the layers a few at a time, GROUP_TOKENS tokens (padded) at most:
 # what one embedding thread holds is then about 10 MB (the query, key and value of 512 tokens,
 # their attention scores, the batch's ids and vectors), where a whole batch at once held about 70.
@@ -99,6 +104,7 @@ class Embedder:
             raise ModuleNotFoundError("No module named 'tokenizers'")
         self._np = numpy
         self._weights = cached_weights(folder / MODEL_FILE, version)
+        self._table = Table.of(self._weights[_WORDS])  # the word embeddings, a text's rows at a time
         self._folder, self._version = folder, version
         self.quantized = quantizes()  # documents by the int8 encoder (quantized.py), not the float32 pass
         self._session: Any = None
@@ -141,15 +147,18 @@ class Embedder:
         if session is None:
             return self.full(texts)
         numpy = self._np
-        words, positions = self._weights[_WORDS], self._weights["positions"]
+        positions = self._weights["positions"]
         out = numpy.zeros((len(texts), DIMENSIONS), dtype=numpy.float32)
         try:
-            for row, ids in enumerate(self._ids(texts)):  # one at a time: a text's vector is its own (quantized.py)
-                x = words[ids]
-                x += positions[: len(ids)]
-                pooled = session.run(None, {"x": x})[0][0]
-                norm = numpy.linalg.norm(pooled)
-                out[row] = pooled / norm if norm > 0 else pooled
+            for first in range(0, len(texts), TOKENIZED):
+                encoded = self._ids(texts[first : first + TOKENIZED])
+                known, rows = self._table.rows([token for ids in encoded for token in ids])  # each row read once
+                for row, ids in enumerate(encoded, first):  # one at a time: a text's vector is its own (quantized.py)
+                    x = rows[numpy.searchsorted(known, ids)]
+                    x += positions[: len(ids)]
+                    pooled = session.run(None, {"x": x})[0][0]
+                    norm = numpy.linalg.norm(pooled)
+                    out[row] = pooled / norm if norm > 0 else pooled
         except Exception as exc:  # onnxruntime failing a run: these texts by the float32 pass, said once
             self._give_up_quantized(exc)
             return self.full(texts)
@@ -191,21 +200,57 @@ class Embedder:
         """The int8 encoder's onnxruntime session (quantized.py), made at the first document
         embedded, once however many threads embed; None where onnxruntime is not installed or
         cannot run it: documents then take the float32 pass, under the same id (within a cosine of
-        0.99 of each other, near enough to mix), and the log says so once."""
+        0.99 of each other, near enough to mix), and the log says so once. Its graph is kept
+        beside the cached weights (`.onnx`) and read from there by the next process, which then
+        never reads the float32 layers (21 MB) nor makes the graph (about 50 MB at its peak)."""
         if not self.quantized:
             return None
         with self._session_lock:
             if not self._session_tried:
                 self._session_tried = True
-                from sentient import quantized
-
-                weight = self._weights
-                norm = (weight["bert.embeddings.LayerNorm.weight"], weight["bert.embeddings.LayerNorm.bias"])
                 try:
-                    self._session = quantized.session(quantized.encoder(self._np, self._layers, norm, HEADS, EPSILON))
+                    self._session = self._kept_session() or self._made_session()
                 except Exception as exc:  # an onnxruntime that cannot build it
                     _on_float32(exc, "could not start")
             return self._session
+
+    def _graph_file(self) -> Path | None:
+        """Where the int8 encoder's graph is kept: beside the cached weights, named by them and by
+        the encoder's own format (quantized.GRAPH)."""
+        from sentient import quantized
+
+        cache = weights_cache(self._folder / MODEL_FILE, self._version)
+        return None if cache is None else cache.with_name(f"{cache.stem}.{quantized.GRAPH}.onnx")
+
+    def _kept_session(self) -> Any:
+        """A session of the kept graph; None when there is none, or it cannot be read (torn, not
+        ours): it is then made again."""
+        from sentient import quantized
+
+        kept = self._graph_file()
+        if kept is None or not kept.is_file():
+            return None
+        try:
+            return quantized.session(kept)
+        except Exception:  # made again by _made_session, and kept again
+            return None
+
+    def _made_session(self) -> Any:
+        """A session of the int8 encoder made from the float32 weights, its graph kept for the next
+        process (a folder that cannot be written: made again by each)."""
+        from sentient import quantized
+
+        weight = self._weights
+        norm = (weight["bert.embeddings.LayerNorm.weight"], weight["bert.embeddings.LayerNorm.bias"])
+        layers = self.__dict__.get("_layers") or self._make_layers()  # not kept: a query's pass keeps its own
+        graph = quantized.encoder(self._np, layers, norm, HEADS, EPSILON)
+        del layers
+        session = quantized.session(graph)
+        kept = self._graph_file()
+        if kept is not None:
+            with suppress(OSError):
+                keep_file(kept, lambda out: out.write(graph))
+        return session
 
     def _give_up_quantized(self, exc: Exception) -> None:
         """A run of the session failed: this process embeds by the float32 pass from now on."""
@@ -216,8 +261,12 @@ class Embedder:
 
     @cached_property
     def _layers(self) -> list[_Layer]:
-        """The encoder's weights as _forward uses them: query, key and value in one matrix (the
-        query's scaled by 1/sqrt(head width) already), float32 and contiguous."""
+        """The encoder's weights as _forward uses them (_make_layers), made once."""
+        return self._make_layers()
+
+    def _make_layers(self) -> list[_Layer]:
+        """The encoder's weights: query, key and value in one matrix (the query's scaled by
+        1/sqrt(head width) already), float32 and contiguous."""
         numpy, weight = self._np, self._weights
         scale = numpy.float32(1.0 / (DIMENSIONS // HEADS) ** 0.5)
         layers = []
@@ -240,7 +289,7 @@ class Embedder:
         batch, length = ids.shape
         tokens, width = batch * length, DIMENSIONS // HEADS
         weight = self._weights
-        x = weight["bert.embeddings.word_embeddings.weight"][ids.reshape(tokens)]  # a new array, changed in place
+        x = self._table.take(ids.reshape(tokens))  # a new array, changed in place
         x.reshape(batch, length, DIMENSIONS)[...] += weight["positions"][:length]
         _norm(numpy, x, weight["bert.embeddings.LayerNorm.weight"], weight["bert.embeddings.LayerNorm.bias"])
         bias = None if mask.all() else numpy.where(mask, numpy.float32(0), numpy.float32(MASK))[:, None, None, :]
@@ -313,24 +362,23 @@ def _read_weights(cache: Path) -> dict[str, Any]:
     import numpy
 
     layout = json.loads(cache.with_suffix(".json").read_text(encoding="utf-8"))
-    flat = numpy.load(cache, mmap_mode="r", allow_pickle=False)  # plain float32, never a pickle
-    if flat.dtype != numpy.float32 or flat.ndim != 1 or flat.shape[0] != layout["size"]:
+    mapped = numpy.load(cache, mmap_mode="r", allow_pickle=False)  # plain float32, never a pickle
+    if mapped.dtype != numpy.float32 or mapped.ndim != 1 or mapped.shape[0] != layout["size"]:
         raise ValueError(f"{cache} is not the weights its layout describes")
-    flat = numpy.asarray(flat)  # a plain array over the mapped pages
+    flat = numpy.asarray(mapped)  # a plain array over the mapped pages
     weights: dict[str, Any] = {}
     for name, offset, shape in layout["tensors"]:
         end = offset + int(numpy.prod(shape))
         if not 0 <= offset <= end <= flat.shape[0]:
             raise ValueError(f"{cache}: {name} lies outside the file")
         weights[name] = flat[offset:end].reshape(shape)
+        if name == _WORDS and hasattr(os, "preadv"):  # read by rows: Table
+            weights[name] = Table(weights[name], cache, mapped.offset + offset * 4)
     return weights
 
 
 def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
-    """Keep `weights` in `cache` (and its layout): each file written whole under a temporary name,
-    then renamed, so a process that reads it at the same time sees it whole or not at all."""
-    import tempfile
-
+    """Keep `weights` in `cache` (and its layout), each file whole or not at all (keep_file)."""
     import numpy
 
     tensors: list[tuple[str, int, list[int]]] = []
@@ -346,18 +394,74 @@ def _write_weights(cache: Path, weights: dict[str, Any]) -> None:
         flat[offset : offset + weights[name].size] = weights[name].ravel()
     layout = json.dumps({"size": size, "tensors": tensors}).encode()
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        for target, write in ((cache, lambda out: numpy.save(out, flat, allow_pickle=False)),
-                              (cache.with_suffix(".json"), lambda out: out.write(layout))):
-            handle, temp = tempfile.mkstemp(dir=cache.parent, prefix=f".{target.name}.")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    write(out)
-                os.replace(temp, target)
-            finally:
-                Path(temp).unlink(missing_ok=True)
+        keep_file(cache, lambda out: numpy.save(out, flat, allow_pickle=False))
+        keep_file(cache.with_suffix(".json"), lambda out: out.write(layout))
     except OSError:  # a cache that cannot be written is skipped: the next process parses the graph again
         pass
+
+
+def keep_file(target: Path, write: Callable[[Any], object]) -> None:
+    """Write `target` by `write(binary file)` under a temporary name in its folder (made if
+    missing), then rename it: a process that reads it at the same time sees it whole or not at all."""
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            write(out)
+        os.replace(temp, target)
+    finally:
+        Path(temp).unlink(missing_ok=True)
+
+
+class Table:
+    """The word embeddings (a row of 384 floats for each of the vocabulary's 30,522 tokens, 47 MB),
+    read a row at a time where texts need them: from the cached weights' file (os.preadv) where
+    they come from there, else from `array`. Mapped and indexed, the table would have come into
+    every embedding process whole: the kernel maps the pages around each one touched (64 KB), and a
+    batch's few thousand tokens touch them all. Read by rows, what a process holds is its batch's.
+    Thread-safe (a read names its offset)."""
+
+    def __init__(self, array: Any, file: Path | None = None, offset: int = 0) -> None:
+        self.shape: tuple[int, int] = array.shape
+        self._array: Any = array if file is None else None
+        self._file, self._offset = file, offset
+        self._fd = -1 if file is None else os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        if self._fd >= 0:
+            weakref.finalize(self, os.close, self._fd)  # open while the table is: its rows are read later
+
+    @staticmethod
+    def of(table: Any) -> Table:
+        return table if isinstance(table, Table) else Table(table)
+
+    def rows(self, ids: Sequence[int] | Any) -> tuple[Any, Any]:
+        """(the distinct `ids` (a list or an array), sorted; their rows, float32, a new array)."""
+        import numpy
+
+        known = numpy.unique(numpy.asarray(ids, dtype=numpy.int64))
+        count, width = self.shape
+        if len(known) and (known[0] < 0 or known[-1] >= count):
+            raise IndexError(f"token id {known[-1] if known[-1] >= count else known[0]} is not in the "
+                             f"vocabulary of {count}")
+        if self._fd < 0:
+            return known, numpy.array(self._array[known], dtype=numpy.float32)
+        out = numpy.empty((len(known), width), dtype=numpy.float32)
+        view, size = memoryview(out.data).cast("B"), width * 4
+        cuts = [0, *(numpy.flatnonzero(numpy.diff(known) != 1) + 1).tolist(), len(known)]
+        for first, end in zip(cuts, cuts[1:], strict=False):  # a run of neighbouring ids: one read
+            want = (end - first) * size
+            got = os.preadv(self._fd, [view[first * size : end * size]], self._offset + int(known[first]) * size)
+            if got != want:
+                raise ValueError(f"{self._file} ends early (a row of token {int(known[first])} is cut)")
+        return known, out
+
+    def take(self, ids: Any) -> Any:
+        """The rows of `ids` (an array), in their order: a new float32 array."""
+        import numpy
+
+        known, rows = self.rows(ids)
+        return rows[numpy.searchsorted(known, ids)]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 FLOAT, UINT8, INT8, INT64 = 1, 2, 3, 7  # TensorProto.DataType
@@ -33,6 +34,9 @@ MICROSOFT = "com.microsoft"  # DynamicQuantizeMatMul and FastGelu: onnxruntime's
 # in the last bits of the float32 parts). (Against the float32 pass: a mean cosine of
 # 0.9966 where 8 bits gave 0.9972.)
 WEIGHT_RANGE = 63
+# The graph as encoder() writes it, kept beside the cached weights under this name (embedding.py):
+# a change to what encoder() writes must change it, so that no process runs a graph kept before.
+GRAPH = f"int8-{WEIGHT_RANGE}-graph1"
 
 
 # --- protobuf, the few messages an ONNX model needs -----------------------------------------
@@ -164,8 +168,9 @@ def encoder(numpy: Any, layers: list[Any], norm: tuple[Any, Any], heads: int, ep
     return model(nodes, weights, [value("x", ["tokens", width])], [value("pooled", [1, width])])
 
 
-def session(graph: bytes) -> Any:
-    """An onnxruntime session of `graph` on the CPU, each run in its caller's thread alone."""
+def session(graph: bytes | Path) -> Any:
+    """An onnxruntime session of `graph` (the model, or its file) on the CPU, each run in its
+    caller's thread alone."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -173,4 +178,5 @@ def session(graph: bytes) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3  # errors only: its notes on the graph are not the user's concern
-    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(graph if isinstance(graph, bytes) else str(graph), options,
+                                        providers=["CPUExecutionProvider"])

@@ -101,13 +101,14 @@ def test_a_search_through_the_server_loads_neither_the_index_nor_the_model(
     server = Server(vault, stack)
     probe = ("import sys; from sentient.cli import main; code = main(sys.argv[1:]); sys.stdout.flush(); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' or m.startswith(('sentient.index', "
-             "'sentient.workspace', 'sentient.threats', 'sentient.vault.store'))), file=sys.stderr); sys.exit(code)")
+             "'sentient.workspace', 'sentient.threats', 'sentient.vault.store', 'sentient.vault.kinds', "
+             "'sentient.vault.document', 'hashlib'))), file=sys.stderr); sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", probe, "--vault", str(vault), "search", "Anika"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected and server.searches == 1
-    assert done.stderr.strip().splitlines()[-1] == "[]"  # nothing of the index, the patterns or numpy
+    assert done.stderr.strip().splitlines()[-1] == "[]"  # nothing of the index, the patterns, the files' parser or numpy
 
 
 def free_port() -> int:

@@ -734,3 +734,25 @@ def test_what_a_session_was_told_is_not_indexed_as_said_in_it(vault: Vault, inde
     index.sync()
     assert [h.key for h in index.search("zebra")] == ["zebra"]
     assert [h.key for h in index.search("road")] == ["s1"]
+
+
+def test_a_sync_that_wrote_many_files_hands_its_freed_memory_back(vault: Vault, index: Index,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a sync of many changes (a cold index) the allocator's freed blocks go back to the
+    system before what comes next (the embedding model) loads; a sync of a few does not pay for it."""
+    import sentient.index.index as module
+
+    calls: list[bool] = []
+    monkeypatch.setattr(module, "give_back_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(module, "OPTIMIZE_AFTER", 5)
+    for number in range(6):
+        write(vault, f"memory/m{number}.md", entry(f"Note {number}", "about the garden"))
+    index.sync()
+    assert calls == [True]
+    write(vault, "memory/m0.md", entry("Note 0", "about the roses"))
+    index.sync()
+    assert calls == [True]
+    monkeypatch.undo()
+    import ctypes
+
+    assert module.give_back_memory() is hasattr(ctypes.CDLL(None), "malloc_trim")  # glibc's; elsewhere nothing

@@ -10,15 +10,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sentient import embedding, quantized
 from sentient.config import load_settings
 from sentient.index import Index
-from sentient.index.vectors import EMBED_BATCH, blended, embed_pending, fused, pieces
+from sentient.index.vectors import EMBED_BATCH, EMBED_PIECES, blended, embed_pending, fused, pieces
 from sentient.memory import create_entry
 from sentient.vault.store import Vault
 from sentient.workspace import open_workspace
@@ -310,6 +311,35 @@ def test_embedding_in_two_threads_writes_what_one_thread_does_in_order(model: em
     assert embedding_run(model, count, threads=2, most=EMBED_BATCH + 5)[0] == list(range(1, EMBED_BATCH + 6))
 
 
+def test_a_batch_embeds_at_most_embed_pieces_texts_and_each_document_whole() -> None:
+    """Long documents (a session of many messages) are embedded a few at a time, not EMBED_BATCH
+    at once: a batch's texts and vectors are what an embedding holds in memory."""
+    np = pytest.importorskip("numpy")
+    long_body = " ".join(f"word{number}" for number in range(3000))  # about 90 windows
+    documents = [(number, "memory", f"Note {number}", long_body if number % 3 else "short", "r")
+                 for number in range(1, 41)]
+    sizes: list[int] = []
+    written: list[tuple[list[int], list[tuple[int, int]]]] = []
+
+    def embed(texts: Sequence[str]) -> Any:
+        sizes.append(len(texts))
+        return np.zeros((len(texts), 384), dtype=np.float32)
+
+    def write(docs: list[tuple[int, str]], rows: list[tuple[int, int, str, bytes]]) -> None:
+        written.append(([doc for doc, _ in docs], [(doc, part) for doc, part, _, _ in rows]))
+
+    for threads in (1, 2):
+        sizes.clear()
+        written.clear()
+        done = embed_pending(lambda after, limit: [row for row in documents if row[0] > after][:limit], write, embed,
+                             len(documents), None, threads=threads)
+        per_document = {doc: len(pieces(kind, title, body)) for doc, kind, title, body, _ in documents}
+        assert done == 40 and [doc for docs, _ in written for doc in docs] == list(range(1, 41))
+        assert max(sizes) <= EMBED_PIECES < sum(sizes) and len(sizes) == len(written) > 1
+        for docs, rows in written:  # each document whole, its pieces in order, in its own batch's write
+            assert rows == [(doc, part) for doc in docs for part in range(per_document[doc])]
+
+
 def test_a_small_embedding_starts_no_thread(model: embedding.Embedder) -> None:
     order, _, _, alive = embedding_run(model, 20, threads=4)
     assert order == list(range(1, 21)) and not any(name.startswith("sentient-embedding") for name in alive)
@@ -484,6 +514,7 @@ from sentient.config import load_settings
 from sentient.doctor import examine
 from sentient.workspace import open_workspace
 from pathlib import Path
+from typing import Any
 settings = load_settings(Path({str(vault)!r}), {{}})
 app = create_app(settings, environ={{}}, watch=False, schedule=False)
 with TestClient(app, base_url="http://localhost", headers={{"Authorization": f"Bearer {{app.state.token}}"}}) as c:

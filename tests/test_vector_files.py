@@ -68,7 +68,9 @@ def test_the_weights_are_kept_as_plain_arrays_and_made_again_when_unreadable(
 
     mapped = embedding.Embedder(folder, version)
     word = mapped._weights["bert.embeddings.word_embeddings.weight"]
-    assert not word.flags.writeable and not word.flags.owndata  # the file's pages, not a copy
+    assert isinstance(word, embedding.Table) and word._fd >= 0  # read from the file by rows, not mapped whole
+    positions = mapped._weights["positions"]
+    assert not positions.flags.writeable and not positions.flags.owndata  # the file's pages, not a copy
     assert np.array_equal(mapped.embed(texts), reference)
 
     layout = json.loads(cache.with_suffix(".json").read_text())
@@ -82,6 +84,67 @@ def test_the_weights_are_kept_as_plain_arrays_and_made_again_when_unreadable(
         again = embedding.Embedder(folder, version)
         assert np.array_equal(again.embed(texts), reference), broken
         assert np.load(cache, allow_pickle=False).dtype == np.float32  # made again
+
+
+def test_the_word_table_is_read_by_rows_as_the_mapped_array_holds_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder, version = package()
+    embedding.Embedder(folder, version)  # the cache made
+    table = embedding.Embedder(folder, version)._table
+    cache = embedding.weights_cache(folder / embedding.MODEL_FILE, version)
+    assert cache is not None and table._fd >= 0
+    layout = json.loads(cache.with_suffix(".json").read_text())
+    offset = next(at for name, at, _ in layout["tensors"] if name == "bert.embeddings.word_embeddings.weight")
+    flat = np.load(cache, mmap_mode="r")
+    whole = np.asarray(flat[offset : offset + table.shape[0] * table.shape[1]]).reshape(table.shape)
+    ids = [101, 102, 103, 5, 30521, 0, 7592, 7592, 2000, 2001]  # runs of neighbours, repeats, both ends
+    known, rows = table.rows(ids)
+    assert known.tolist() == sorted(set(ids)) and np.array_equal(rows, whole[known])
+    assert np.array_equal(table.take(np.array(ids)), whole[ids])
+    with pytest.raises(IndexError, match="not in the vocabulary"):
+        table.rows([30522])
+    cut = tmp_path / "cut.npy"  # a file that ends before the row asked for
+    cut.write_bytes(cache.read_bytes()[: 1000 * 1536])
+    with pytest.raises(ValueError, match="ends early"):
+        embedding.Table(whole, cut, 0).rows([999, 1000])
+
+
+def test_the_int8_graph_is_kept_and_read_back_by_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The int8 encoder's graph is made once and kept beside the weights: the next process
+    reads it (making it reads every float32 layer, about 50 MB at its peak); one torn or not an
+    ONNX graph is made again."""
+    from sentient import quantized
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder, version = package()
+    texts = ["Anika teaches maths at the primary school.", "where does she work"]
+    first = embedding.Embedder(folder, version)
+    reference = first.embed(texts)
+    kept = first._graph_file()
+    assert kept is not None and kept.is_file() and quantized.GRAPH in kept.name
+    made: list[int] = []
+    real_encoder = quantized.encoder
+    monkeypatch.setattr(quantized, "encoder", lambda *a: made.append(1) or real_encoder(*a))
+    again = embedding.Embedder(folder, version)
+    assert np.array_equal(again.embed(texts), reference) and not made  # read back, not made
+    assert "_layers" not in again.__dict__  # no float32 layer was read for it
+    for broken in (kept.read_bytes()[:5000], b"not a graph"):
+        kept.write_bytes(broken)
+        remade = embedding.Embedder(folder, version)
+        assert np.array_equal(remade.embed(texts), reference) and made
+        assert kept.read_bytes() == real_encoder(*_encoder_arguments(remade)) and remade._session is not None
+        made.clear()
+
+
+def _encoder_arguments(model: embedding.Embedder) -> tuple[object, ...]:
+    weight = model._weights
+    return (model._np, model._make_layers(), (weight["bert.embeddings.LayerNorm.weight"],
+                                              weight["bert.embeddings.LayerNorm.bias"]),
+            embedding.HEADS, embedding.EPSILON)
 
 
 def test_the_weights_cache_is_named_by_the_version_and_the_files_size_and_time(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sentient.cli.common import Progress, count_in, plural, utf8_argument
 from sentient.search import MODES
-from sentient.vault.kinds import KINDS
+from sentient.vault import KIND_NAMES
 
 if TYPE_CHECKING:
     from sentient.config import Settings
@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
     search = sub.add_parser("search", help="search the vault: what it knows first, then chat sessions")
     search.add_argument("query", nargs="+", help="words to look for")
-    search.add_argument("--kind", choices=sorted(KINDS), help="only this kind of file (session: chats)")
+    search.add_argument("--kind", choices=sorted(KIND_NAMES), help="only this kind of file (session: chats)")
     search.add_argument("--limit", type=count_in(1, 100), default=10, help="how many hits, 1-100 (default 10)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--mode", choices=MODES,
@@ -69,7 +69,7 @@ def cmd_index(args: argparse.Namespace, workspace: Workspace) -> int:
     embedded = index.embed(embedding, threads=threads)
     embedding.finish()
     counts = index.counts()
-    held = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
+    held = ", ".join(plural(counts[k], k) for k in KIND_NAMES if counts.get(k))
     print(f"{workspace.vault.root}: {held or 'nothing yet'}")
     problems = f"; {report.problems} unreadable (see `sentient doctor`)" if report.problems else ""
     print(

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 EMBEDDED_KINDS = ("memory", "note", "plan", "session", "run")
 MOST_PIECES = 256  # of one document: a session longer than that is embedded as far as this
-EMBED_BATCH = 256  # documents embedded, then written in one short transaction
+EMBED_BATCH = 256  # documents read at a time, embedded, then written in short transactions
+EMBED_PIECES = 512  # texts (pieces of documents) of a batch at most: embedded, then written in one transaction
 MODEL_META = "embedding_model"
 # A piece less similar than this to the query (its plain cosine) is no hit: the nearest pieces to
 # words the vault never speaks of (zzzqqq, lorem ipsum, a rare animal's name against a meeting)
@@ -80,7 +81,7 @@ FUSION_K = 10
 FILE_META = "vectors_file"
 FILE_INFIX = ".vectors-"
 REWRITE_AFTER = 500
-WRITE_CHUNK = 4096  # vectors read and written at a time
+WRITE_CHUNK = 1024  # vectors read and written at a time (about 2 MB, held three times over)
 T = TypeVar("T")
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
             f"({', '.join(repr(kind) for kind in EMBEDDED_KINDS)}) AND d.id > ? AND NOT EXISTS "
@@ -123,7 +124,7 @@ def forget_other_models(conn: sqlite3.Connection, model: str) -> None:
         conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (MODEL_META, model))
 
 
-REMEMBERED = 4096  # pieces whose vectors an index keeps in memory (about 6 MB): see Remembered
+REMEMBERED = 1024  # pieces whose vectors an index keeps in memory (about 2 MB; 4 sessions of MOST_PIECES)
 
 
 class Remembered:
@@ -179,17 +180,27 @@ def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]
     done = 0
 
     def batches() -> Iterator[tuple[list[tuple[int, str, str, str, str]], list[tuple[int, int]], list[str]]]:
+        """The documents read, EMBED_BATCH at a time, in batches of EMBED_PIECES pieces at most
+        (or one document's): 256 sessions of 20 messages each would hold 5,000 texts and their
+        vectors at once, three batches at a time."""
         taken, after = 0, 0
         while (most is None or taken < most) and (rows := read(after, EMBED_BATCH if most is None
                                                                else min(EMBED_BATCH, most - taken))):
             after, taken = rows[-1][0], taken + len(rows)
+            batch: list[tuple[int, str, str, str, str]] = []
             texts: list[str] = []
             owners: list[tuple[int, int]] = []  # (doc, part) of each text
-            for doc, kind, title, body, _ in rows:
-                for part, text in enumerate(pieces(kind, title, body)):
-                    texts.append(text)
-                    owners.append((doc, part))
-            yield rows, owners, texts
+            for row in rows:
+                doc, kind, title, body, _ = row
+                parts = pieces(kind, title, body)
+                if batch and len(texts) + len(parts) > EMBED_PIECES:
+                    yield batch, owners, texts
+                    batch, texts, owners = [], [], []
+                batch.append(row)
+                texts += parts
+                owners += [(doc, part) for part in range(len(parts))]
+            if batch:
+                yield batch, owners, texts
 
     def store(rows: list[tuple[int, str, str, str, str]], owners: list[tuple[int, int]], texts: list[str],
               vectors: npt.NDArray[np.float32]) -> None:

@@ -13,7 +13,11 @@ if TYPE_CHECKING:
     from sentient.vault.kinds import KINDS
     from sentient.vault.store import Listing, Problem, Vault
 
-__all__ = ["KINDS", "Document", "Listing", "Problem", "Vault", "check_id", "content_revision"]
+# The kinds' names, in KINDS' order (kinds.py checks they are its own): what `sentient search
+# --kind` offers, known without importing the kinds and their frontmatter's parser.
+KIND_NAMES = ("memory", "note", "plan", "skill", "session", "task", "notepad", "run", "people", "persona")
+
+__all__ = ["KINDS", "KIND_NAMES", "Document", "Listing", "Problem", "Vault", "check_id", "content_revision"]
 _HOME = {"Document": "document", "check_id": "document", "content_revision": "document", "KINDS": "kinds",
          "Listing": "store", "Problem": "store", "Vault": "store"}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sentient.errors import InvalidId, SentientError
+from sentient.vault import KIND_NAMES
 from sentient.vault.document import FieldSpec, check_id, is_temp_name
 
 
@@ -135,6 +136,8 @@ KINDS: dict[str, Kind] = {
         ),
     )
 }
+if tuple(KINDS) != KIND_NAMES:  # the names a command offers before it imports this
+    raise RuntimeError(f"sentient.vault.KIND_NAMES {KIND_NAMES} are not the kinds {tuple(KINDS)}")
 
 
 TITLE_RULE = "must be a single line (put the rest in the body)"
