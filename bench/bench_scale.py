@@ -342,7 +342,8 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   the command modules import the workspace only when a command opens it, `sentient.vault` its
   parts on first use, and zoneinfo, difflib, tempfile, logging, socket, readline and mistune are
   imported by what uses them). What is left is Python, argparse (every command's parser, about
-  40), the settings with PyYAML (which the floor imports too) and the vault's kinds; the server's
+  40) and the settings with PyYAML (which the floor imports too; the vault's kinds, their
+  frontmatter parser and hashlib no longer: the kinds' names are sentient.vault.KIND_NAMES); the server's
   own search is 5 ms in BM25 and about 50 ms hybrid at load 7 (embedding the query), which a
   default search waits for. Side by side at 10,000 entries, load 7 (2026-12-07 13:40 UTC, medians
   of 10): `python -c pass` 43 ms, minimal search 71 ms, a search answered by the server 162 ms
@@ -361,14 +362,19 @@ NOTES = """Where the time goes, measured on the same machine on 2026-12-07 (cPro
   every vector: about 40 ms). Under 4x the minimal search (about 200 ms) it would have to skip the
   walk or the model, which would change what it finds: with `serve` running it does both.
 - **A cold index now embeds** every entry, note, plan and session message for search by meaning
-  (MiniLM-L3 in numpy, about 100 documents/s here): most of a cold `sentient index`, and of its
-  peak memory; the minimal indexer embeds nothing. A no-change index loads no model.
+  (MiniLM-L3, int8 by onnxruntime, about 330-370 documents/s here with two threads): most of a
+  cold `sentient index`, and of its peak memory; the minimal indexer embeds nothing. A no-change
+  index loads no model. What that memory is (docs/benchmarks.md, "Memory of a cold index with
+  embeddings"): fixed in the vault's size, about 70 MB for the model's runtime (onnxruntime's
+  library and session, the tokenizer, numpy); the word embeddings are read by rows, not mapped
+  whole, the int8 graph read back from the cache, texts tokenised 64 at a time, and the sync's
+  freed blocks handed back to the system before the model loads.
 - **A search with no server syncs first**: a walk that stats every file (0.5-1 s at 100,000
   entries; 1.1-1.4x the minimal resync), then opens the index and the embedding model itself. A
   search of a vault whose index a watcher keeps current (the lease) but whose server cannot be
   asked (another address) does not walk.
 - **Memory is bounded by the batch.** A sync walks each folder's files a chunk at a time for its
-  state, looks a changed folder's files up 2,000 at a time, and writes 5,000 rows a transaction;
+  state, looks a changed folder's files up 2,000 at a time, and writes 2,000 rows a transaction;
   it keeps no judgment in the judge's cache (the rows hold them). What is left at 100,000 entries is
   the batch being judged and written (up to 5,000 files or 4 MB, with the scan's views of them),
   SQLite's and FTS5's buffers, and the imports (about 40 MB). The minimal indexer holds every

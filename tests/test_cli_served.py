@@ -108,7 +108,7 @@ def test_a_search_through_the_server_loads_neither_the_index_nor_the_model(
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected and server.searches == 1
-    assert done.stderr.strip().splitlines()[-1] == "[]"  # nothing of the index, the patterns, the files' parser or numpy
+    assert done.stderr.strip().splitlines()[-1] == "[]"  # no index, patterns, file parser or numpy
 
 
 def free_port() -> int:

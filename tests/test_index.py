@@ -741,9 +741,10 @@ def test_a_sync_that_wrote_many_files_hands_its_freed_memory_back(vault: Vault, 
     """After a sync of many changes (a cold index) the allocator's freed blocks go back to the
     system before what comes next (the embedding model) loads; a sync of a few does not pay for it."""
     import sentient.index.index as module
+    from sentient import allocator
 
     calls: list[bool] = []
-    monkeypatch.setattr(module, "give_back_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(allocator, "give_back", lambda: calls.append(True) or True)
     monkeypatch.setattr(module, "OPTIMIZE_AFTER", 5)
     for number in range(6):
         write(vault, f"memory/m{number}.md", entry(f"Note {number}", "about the garden"))
@@ -755,4 +756,31 @@ def test_a_sync_that_wrote_many_files_hands_its_freed_memory_back(vault: Vault, 
     monkeypatch.undo()
     import ctypes
 
-    assert module.give_back_memory() is hasattr(ctypes.CDLL(None), "malloc_trim")  # glibc's; elsewhere nothing
+    assert allocator.give_back() is hasattr(ctypes.CDLL(None), "malloc_trim")  # glibc's; elsewhere nothing
+
+
+def test_embedding_threads_share_the_allocators_arenas(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index that embeds in more than one thread asks the allocator for few arenas first (each
+    thread's own kept what its work had needed at its largest); one thread asks nothing."""
+    np = pytest.importorskip("numpy")
+    from sentient import allocator
+
+    class Model:
+        id, dimensions = "fake", 4
+
+        def embed(self, texts: list[str]) -> Any:
+            return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+    asked: list[int] = []
+    monkeypatch.setattr(allocator, "share_arenas", lambda: asked.append(1) or True)
+    for number in range(600):
+        write(vault, f"memory/m{number}.md", entry(f"Note {number}", "about the garden"))
+    for threads, expected in ((1, []), (2, [1])):
+        with Index(vault, embedder=lambda: Model()) as index:  # type: ignore[arg-type,return-value]
+            index.sync()
+            assert index.embed(threads=threads) == 600 and asked == expected
+        shutil.rmtree(vault.root / ".sentient")
+    monkeypatch.undo()
+    import ctypes
+
+    assert allocator.share_arenas() is hasattr(ctypes.CDLL(None), "mallopt")

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sentient import allocator
 from sentient.embedding import Embedder, model_id
 from sentient.embedding import embedder as shipped_embedder
 from sentient.errors import BadFile, IndexUnavailable
@@ -305,7 +306,7 @@ class Index(Reader):
             problem_count = self._flush(sync.batch, counts, optimize=optimize, states=(data_version, fresh, stale))
         self._check_label()
         if optimize:
-            give_back_memory()
+            allocator.give_back()
         return SyncReport(counts["added"], counts["updated"], counts["removed"], counts["unchanged"], problem_count,
                           time.perf_counter() - start)
 
@@ -550,6 +551,8 @@ class Index(Reader):
                                      [(*row, row[0], revision[row[0]]) for row in vectors])
 
             embed = partial(self._remembered.embed, model)  # what the index embedded last is not embedded again
+            if threads > 1:
+                allocator.share_arenas()
             done = embed_pending(read, write, embed, total, progress, most, threads) if total else 0
             if most is None or done < most:  # none left waiting at this version
                 self._embedded_at = self.version
@@ -722,22 +725,6 @@ class _Pass:
         self.counts["removed"] += sum(document for _, document in rows)
         if len(self.batch) >= BATCH:
             self.index._flush(self.batch, self.counts)
-
-
-def give_back_memory() -> bool:
-    """Hand the memory freed by a sync that wrote many files (its batches: documents, rows and
-    judgments read and written, SQLite's work on them) back to the system. The C library's
-    allocator keeps freed blocks for reuse, which a process that embeds next (`sentient index`, a
-    server's start) then holds beside the model: 15-20 MB after a cold sync of 100,000 entries.
-    Returns whether it could (glibc's malloc_trim; elsewhere nothing is done)."""
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator does as it does
-        return False
-    trim(0)
-    return True
 
 
 class _Reset(Exception):

@@ -17,7 +17,7 @@ SCHEMA_VERSION = 5  # 3: a session's knowledge sections are not indexed; 4: prob
 # 5: vectors (vectors.py)
 DB_NAME = "index.sqlite"
 TITLE_WEIGHT = 10.0
-BATCH = 5000  # files written per transaction
+BATCH = 2000  # files written per transaction
 CHUNK = 2000  # files of a changed folder a sync looks up in the index at once
 # A sync reads files, then judges them in one batch (judge_many), then plans them: at most this
 # many, or fewer of JUDGED_BYTES. A batch that big pays its fixed costs once for megabytes and

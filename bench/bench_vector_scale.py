@@ -1,0 +1,71 @@
+"""The ranking by meaning at a million entries: `python bench/bench_vector_scale.py VAULT [--times 1,3,10]`.
+
+VAULT: a vault indexed with embeddings (bench/bench_scale.py's 100,000-entry vault, after its
+run). Its vectors (the vectors file, as a search maps it) are repeated `--times` over, each copy
+given documents of its own, so the rows keep the vault's own spread (a sentence model's vectors
+sit in a narrow cone, which sets how many pass MIN_COSINE and so what the ranking sorts); then
+`Matrix.nearest` (the vector half of a hybrid search: one product with every row, the best
+pieces' documents) is timed for 200 queries, each asked once (no query's closeness is kept from
+an earlier one), p50 and p95 by size. Prints a table; bench/RESULTS.md gets what a person copies.
+
+What this leaves out of a whole search: the query's embedding (one float32 pass, about 10 ms
+here whatever the vault's size) and the BM25 half (bench/bench_scale.py's in-process search).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_scale import percentile, words  # noqa: E402
+from bench.results import machine  # noqa: E402
+from sentient import embedding  # noqa: E402
+from sentient.index.vectors import Matrix, _mean, _products  # noqa: E402
+
+
+def main() -> None:
+    import numpy as np
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("vault", type=Path)
+    parser.add_argument("--times", default="1,3,10", help="how many copies of the vault's vectors, comma-separated")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    index = args.vault / ".sentient" / "index.sqlite"
+    conn = sqlite3.connect(index)
+    base = Matrix.load(conn, index, 0)
+    entries = conn.execute("SELECT count(*) FROM documents WHERE kind = 'memory'").fetchone()[0]
+    conn.close()
+    vectors = np.concatenate([np.asarray(block) for block in base.blocks if len(block)])
+    model = embedding.embedder()
+    assert model is not None, embedding.problem()
+    queries = [model.query(query) for query in words(args.queries, 11)]
+    print(f"{machine()}; {args.vault}: {entries:,} entries, {len(vectors):,} pieces", flush=True)
+    print("| entries (pieces) | matrix | nearest p50 | p95 |\n|---|---|---|---|")
+    for times in (int(value) for value in args.times.split(",")):
+        docs = np.concatenate([base.docs + copy * (int(base.docs.max()) + 1) for copy in range(times)])
+        matrix = np.concatenate([vectors] * times)
+        mean = _mean(matrix)
+        ranked = Matrix(base.state, docs, np.concatenate([base.parts] * times), (matrix,),
+                        np.empty(0, dtype=np.intp), mean, _products(matrix, mean))
+        ranked.nearest(queries[0], 200)  # the pages in
+        seconds = []
+        for query in queries:
+            ranked.known.clear()  # each query new, as a person's are
+            start = time.perf_counter()
+            ranked.nearest(query, 200)
+            seconds.append(time.perf_counter() - start)
+        print(f"| {entries * times:,} ({len(matrix):,}) | {matrix.nbytes / 2**20:,.0f} MB | "
+              f"{statistics.median(seconds) * 1e3:.1f} ms | {percentile(seconds, 0.95) * 1e3:.1f} ms |", flush=True)
+        del ranked, matrix, docs
+
+
+if __name__ == "__main__":
+    main()
