@@ -447,6 +447,8 @@ class Table:
         if self._fd < 0:
             return known, numpy.array(self._array[known], dtype=numpy.float32)
         out = numpy.empty((len(known), width), dtype=numpy.float32)
+        if not len(known):
+            return known, out
         view, size = memoryview(out.data).cast("B"), width * 4
         cuts = [0, *(numpy.flatnonzero(numpy.diff(known) != 1) + 1).tolist(), len(known)]
         for first, end in zip(cuts, cuts[1:], strict=False):  # a run of neighbouring ids: one read

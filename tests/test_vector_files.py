@@ -103,6 +103,7 @@ def test_the_word_table_is_read_by_rows_as_the_mapped_array_holds_them(
     known, rows = table.rows(ids)
     assert known.tolist() == sorted(set(ids)) and np.array_equal(rows, whole[known])
     assert np.array_equal(table.take(np.array(ids)), whole[ids])
+    assert table.rows([])[1].shape == (0, table.shape[1])
     with pytest.raises(IndexError, match="not in the vocabulary"):
         table.rows([30522])
     cut = tmp_path / "cut.npy"  # a file that ends before the row asked for
