@@ -371,3 +371,37 @@ def test_a_searchs_query_is_multiplied_with_every_vector_once(index: Index) -> N
     index.embed()
     find(index, "where does she work as an educator", mode="vector")
     assert index._matrix is not matrix and len(index._matrix.known) == 1  # other rows: computed for them
+
+
+def test_a_product_with_many_vectors_is_split_among_the_cpus_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The closeness of a query to every vector: one pass over them all, in parts, one a CPU, at
+    once; each row's product the one the whole matrix gives. A process forked from one that split
+    a product (a task's run) makes threads of its own."""
+    from sentient.index import vectors
+
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((10_003, 384)).astype(np.float32)  # no number of parts divides it
+    query = rng.standard_normal(384).astype(np.float32)
+    whole = matrix @ query
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 1000)
+    for cpus in (2, 3, 4, 7):
+        monkeypatch.setattr(vectors, "_cpus", lambda cpus=cpus: cpus)
+        vectors._forget_pool()
+        split = vectors.product(matrix, query)
+        pool = vectors._products_pool()
+        assert pool._max_workers == cpus - 1 and len(pool._threads) >= 1  # the others' parts ran beside
+        assert split.dtype == np.float32 and split.tobytes() == whole.tobytes()
+    assert vectors.product(matrix[:1500], query).tobytes() == whole[:1500].tobytes()  # too few to split
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's pool threads are not here; a product must not wait for them
+        try:
+            os._exit(0 if vectors.product(matrix, query).tobytes() == whole.tobytes() else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0

@@ -328,10 +328,10 @@ class Matrix:
         apart = query - self.mean
         size = float(np.linalg.norm(apart))
         if size > 0:
-            scores = np.concatenate([block @ (apart / size) for block in self.blocks if len(block)])
+            scores = np.concatenate([product(block, apart / size) for block in self.blocks if len(block)])
             far = scores * size + self.shared < MIN_COSINE
         else:  # the query is the average itself: nothing sets a piece apart, the plain cosine ranks
-            scores = np.concatenate([block @ query for block in self.blocks if len(block)])
+            scores = np.concatenate([product(block, query) for block in self.blocks if len(block)])
             far = scores < MIN_COSINE
         scores[far] = -3.0  # below any closeness
         scores[self.hidden] = -3.0
@@ -401,8 +401,61 @@ def _products(vectors: npt.NDArray[np.float32], mean: npt.NDArray[np.float32]) -
     """Each row of `vectors` times `mean` (none when there are no rows)."""
     import numpy as np
 
-    found: npt.NDArray[np.float32] = vectors @ mean if len(vectors) else np.zeros(0, dtype=np.float32)
+    found: npt.NDArray[np.float32] = product(vectors, mean) if len(vectors) else np.zeros(0, dtype=np.float32)
     return found
+
+
+def product(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`matrix @ vector`, a matrix of more than SPLIT_ROWS rows in parts, one a CPU, at once (numpy
+    lets go of the interpreter's lock; BLAS runs one thread of its own: embedding.BLAS_THREADS). A
+    product with every vector of the vault is one pass over them all, which one core reads at
+    about 13 GB/s here and two at about 24: at 100,000 entries (303,160 pieces, 444 MB) 35.5 ->
+    18.5 ms. Each row's product is the one the whole matrix gives, byte for byte (ALIGN)."""
+    import numpy as np
+
+    parts = min(_cpus(), len(matrix) // SPLIT_ROWS)
+    if parts < 2:
+        found: npt.NDArray[np.float32] = matrix @ vector
+        return found
+    out = np.empty(len(matrix), dtype=np.result_type(matrix.dtype, vector.dtype))
+    # each part starts at a multiple of ALIGN rows: BLAS takes rows a few at a time, and a row it
+    # took among the remainder of a part would be summed otherwise (its last bit)
+    cuts = [len(matrix) * part // parts // ALIGN * ALIGN for part in range(parts)] + [len(matrix)]
+    helpers = [_products_pool().submit(np.matmul, matrix[start:end], vector, out=out[start:end])
+               for start, end in zip(cuts[1:-1], cuts[2:], strict=True)]
+    np.matmul(matrix[: cuts[1]], vector, out=out[: cuts[1]])  # the first part here, the others beside it
+    for helper in helpers:
+        helper.result()
+    return out
+
+
+SPLIT_ROWS = 65_536  # a smaller product is not split: starting the parts would cost what it saves
+ALIGN = 16
+_pool_lock = threading.Lock()
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _products_pool() -> ThreadPoolExecutor:
+    """The threads a split product's other parts run in (one fewer than the CPUs), made once a
+    process: a process forked from this one (a task's run) has none of its threads, and makes its own."""
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max(1, _cpus() - 1), thread_name_prefix="sentient-product"))
+        return _pool[0]
+
+
+def _forget_pool() -> None:
+    global _pool_lock
+    _pool_lock = threading.Lock()  # (a lock held by a thread of the parent's would never be let go here)
+    _pool.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _last_change(conn: sqlite3.Connection) -> int:
