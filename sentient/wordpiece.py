@@ -116,6 +116,9 @@ def load_words(tokenizer: Path, kept: Path | None, most: int) -> Words | None:
         try:
             count, *tokens = kept.read_text(encoding="utf-8").split("\n")
             if int(count) == len(tokens):
+                from sentient.embedding import mark_used  # (the cache's: see there)
+
+                mark_used(kept)
                 return Words(tokens, most)
         except (OSError, ValueError, KeyError):  # missing, cut short, not ours: read from the JSON again
             pass

@@ -148,6 +148,41 @@ def _encoder_arguments(model: embedding.Embedder) -> tuple[object, ...]:
             embedding.HEADS, embedding.EPSILON)
 
 
+def test_another_installs_cache_unused_for_a_month_is_deleted_when_a_new_one_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every reinstall of the model package writes its own 70 MB of cache: those of installs no
+    process read for UNUSED_DAYS go when a new one is written; a read marks a cache as used."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "sentient" / "embedding"
+    folder.mkdir(parents=True)
+    day = 86_400
+    now = time.time()
+
+    def made(name: str, days_ago: float) -> Path:
+        path = folder / name
+        path.write_bytes(b"x")
+        os.utime(path, (now - days_ago * day, now - days_ago * day))
+        return path
+
+    old = [made(f"{'a' * 32}{suffix}", 40) for suffix in (".npy", ".json", ".int8-63-graph1.onnx")]
+    read_lately = [made(f"{'b' * 32}.npy", 40), made(f"{'b' * 32}.json", 2)]  # one of its files used lately
+    vocabulary = made(f"{'c' * 32}.vocab", 45)
+    dead_write = made(f".{'d' * 32}.npy.k3j2h1", 2)  # a write that died
+    live_write = made(f".{'e' * 32}.npy.h4g5f6", 0.01)  # another process writing now
+    other = made("notes.txt", 400)  # not the cache's
+    package_folder, version = package()
+    embedding.Embedder(package_folder, version)  # no cache of this install yet: made, and the old pruned
+    cache = embedding.weights_cache(package_folder / embedding.MODEL_FILE, version)
+    assert cache is not None and cache.is_file()
+    assert not any(path.exists() for path in (*old, vocabulary, dead_write))
+    assert all(path.exists() for path in (*read_lately, live_write, other))
+    os.utime(cache, (now - 3 * day, now - 3 * day))
+    embedding.Embedder(package_folder, version)  # read: marked as used
+    assert now - cache.stat().st_mtime < day
+    assert embedding.prune(folder, cache.stem) == []  # nothing else old enough
+
+
 def test_the_weights_cache_is_named_by_the_version_and_the_files_size_and_time(tmp_path: Path) -> None:
     graph = tmp_path / "maskseq.onnx"
     graph.write_bytes(b"x" * 100)
