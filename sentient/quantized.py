@@ -35,7 +35,9 @@ MICROSOFT = "com.microsoft"  # DynamicQuantizeMatMul and FastGelu: onnxruntime's
 # 0.9966 where 8 bits gave 0.9972.)
 WEIGHT_RANGE = 63
 # The graph as encoder() writes it, kept beside the cached weights under this name (embedding.py):
-# a change to what encoder() writes must change it, so that no process runs a graph kept before.
+# a change to what encoder() writes must change it, so that no process runs a graph kept before;
+# and, since the vectors change with it, the model's id too (embedding._named), so that every
+# document is embedded again rather than mixed with vectors of the graph before.
 GRAPH = f"int8-{WEIGHT_RANGE}-graph1"
 
 
