@@ -21,11 +21,11 @@ does not implement gets no such file, and its texts all go to the library.
 from __future__ import annotations
 
 import json
-import os
 import string
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from sentient.cache_files import keep_file, mark_used
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # matched in the raw text by the library
 _PLAIN = frozenset(string.printable) - frozenset("\x0b\x0c")  # printable ASCII, space, tab, newlines
@@ -116,8 +116,6 @@ def load_words(tokenizer: Path, kept: Path | None, most: int) -> Words | None:
         try:
             count, *tokens = kept.read_text(encoding="utf-8").split("\n")
             if int(count) == len(tokens):
-                from sentient.embedding import mark_used  # (the cache's: see there)
-
                 mark_used(kept)
                 return Words(tokens, most)
         except (OSError, ValueError, KeyError):  # missing, cut short, not ours: read from the JSON again
@@ -130,15 +128,9 @@ def load_words(tokenizer: Path, kept: Path | None, most: int) -> Words | None:
         return None
     tokens = readable
     if kept is not None:
+        text = "\n".join([str(len(tokens)), *tokens])  # how many first: a file cut short is seen
         try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=kept.parent, prefix=f".{kept.name}.")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    out.write("\n".join([str(len(tokens)), *tokens]))  # how many first: a file cut short is seen
-                os.replace(temp, kept)  # whole or not at all
-            finally:
-                Path(temp).unlink(missing_ok=True)
+            keep_file(kept, lambda out: out.write(text.encode("utf-8")))
         except OSError:  # a folder that cannot be written: the next process reads the JSON again
             pass
     return Words(tokens, most)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sentient import embedding
+from sentient.cache_files import prune
 from sentient.index import Index
 from sentient.index.vectors import FILE_META, behind
 from sentient.memory import create_entry
@@ -180,7 +181,7 @@ def test_another_installs_cache_unused_for_a_month_is_deleted_when_a_new_one_is_
     os.utime(cache, (now - 3 * day, now - 3 * day))
     embedding.Embedder(package_folder, version)  # read: marked as used
     assert now - cache.stat().st_mtime < day
-    assert embedding.prune(folder, cache.stem) == []  # nothing else old enough
+    assert prune(folder, cache.stem) == []  # nothing else old enough
 
 
 def test_the_weights_cache_is_named_by_the_version_and_the_files_size_and_time(tmp_path: Path) -> None:
@@ -420,7 +421,7 @@ def test_a_product_with_many_vectors_is_split_among_the_cpus_byte_for_byte(monke
     whole = matrix @ query
     monkeypatch.setattr(vectors, "SPLIT_ROWS", 1000)
     for cpus in (2, 3, 4, 7):
-        monkeypatch.setattr(vectors, "_cpus", lambda cpus=cpus: cpus)
+        monkeypatch.setattr(vectors, "cpus", lambda cpus=cpus: cpus)
         vectors._forget_pool()
         split = vectors.product(matrix, query)
         pool = vectors._products_pool()

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from sentient.embedding import Embedder, windows
+from sentient.embedding import Embedder, cpus, windows
 from sentient.vault import transcript
 from sentient.vault.kinds import KINDS
 
@@ -413,7 +413,7 @@ def product(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) ->
     18.5 ms. Each row's product is the one the whole matrix gives, byte for byte (ALIGN)."""
     import numpy as np
 
-    parts = min(_cpus(), len(matrix) // SPLIT_ROWS)
+    parts = min(cpus(), len(matrix) // SPLIT_ROWS)
     if parts < 2:
         found: npt.NDArray[np.float32] = matrix @ vector
         return found
@@ -435,16 +435,12 @@ _pool_lock = threading.Lock()
 _pool: list[ThreadPoolExecutor] = []
 
 
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _products_pool() -> ThreadPoolExecutor:
     """The threads a split product's other parts run in (one fewer than the CPUs), made once a
     process: a process forked from this one (a task's run) has none of its threads, and makes its own."""
     with _pool_lock:
         if not _pool:
-            _pool.append(ThreadPoolExecutor(max(1, _cpus() - 1), thread_name_prefix="sentient-product"))
+            _pool.append(ThreadPoolExecutor(max(1, cpus() - 1), thread_name_prefix="sentient-product"))
         return _pool[0]
 
 
