@@ -183,7 +183,19 @@ def serve_forks(fd: int, run: Callable[[dict[str, Any]], int], idle: float = IDL
     """The server's loop (`--fork-server FD`): for each run asked for, fork a process that calls
     `run(payload)` and exits with what it returns; report each one's pid and its end."""
     channel = socket.socket(fileno=fd)
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _serve(channel, run, idle)
+    finally:  # leaving: a SIGTERM now (serve stopping) would raise in the interpreter's shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _stop(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: not again while this exit unwinds
+    sys.exit(0)
+
+
+def _serve(channel: socket.socket, run: Callable[[dict[str, Any]], int], idle: float) -> int:
     gc.freeze()  # what was imported is never collected: a fork's collector does not copy every page of it
     children: set[int] = set()
     quiet = 0.0
