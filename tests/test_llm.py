@@ -503,7 +503,7 @@ def test_the_embedded_model_process_ends_when_its_parent_goes_away() -> None:
         said = json.loads(child.stdout.readline())
         assert said["address"].startswith("http://127.0.0.1:")
         child.stdin.close()  # what the parent's end does
-        assert child.wait(timeout=10) == 0
+        assert child.wait(timeout=30) == 0  # (a loaded machine: 10 s was missed once, at load 4)
     finally:
         if child.poll() is None:
             child.kill()
