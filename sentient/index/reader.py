@@ -158,26 +158,30 @@ class Reader:
         if self.embed_in_search:  # what just changed; a vault never embedded waits for serve or `index`
             self.embed(most=self.embed_in_search)
         if mode == "vector":
-            return self._nearest(self._query_vector(model, query[:4000]), clauses, params, limit)
+            hits = self._nearest(self._query_vector(model, query[:4000]), clauses, params, limit)
+            texts = self._pieces([piece for _, piece in hits])
+            return [replace(hit, snippet=texts.get(piece, "")) for hit, piece in hits]
         depth = max(limit, FUSED_DEPTH)
         ids: dict[Path, int] = {}  # of the hits by words: fetched without snippets, the shown ones get theirs
         # both rankings at once: SQLite and numpy's products let go of the GIL (docs/benchmarks.md)
         by_words = self._helpers().submit(self._words, words, any_word, clauses, params, depth, ids)
         near = self._nearest(self._query_vector(model, query[:4000]), clauses, params, depth)
         match, found = by_words.result()
-        by_path = {hit.path: hit for hit in [*near, *found]}
-        scores = blended([(hit.path, hit.score) for hit in found], [(hit.path, hit.score) for hit in near], depth)
+        by_path = {hit.path: hit for hit in [*(hit for hit, _ in near), *found]}
+        scores = blended([(hit.path, hit.score) for hit in found], [(hit.path, hit.score) for hit, _ in near], depth)
         if recency:
             newest = sorted(by_path, key=lambda path: by_path[path].updated or "", reverse=True)
             scores = fused([list(scores), newest], [1.0, recency])
         best = list(scores.items())[:limit]
         snippets = self._snippets(match, [ids[path] for path, _ in best if path in ids])
-        near_by_path = {hit.path: hit for hit in near}
+        pieces = {hit.path: piece for hit, piece in near}  # a hit by words shows where its words are; else
+        texts = self._pieces([pieces[path] for path, _ in best  # the piece found by meaning
+                              if path in pieces and snippets.get(ids.get(path, -1)) is None])
         shown = []
-        for path, score in best:  # a hit by words shows where its words are; else the piece found by meaning
+        for path, score in best:
             snippet = snippets.get(ids[path]) if path in ids else None
             if snippet is None:
-                snippet = near_by_path[path].snippet if path in near_by_path else ""
+                snippet = texts.get(pieces[path], "") if path in pieces else ""
             shown.append(replace(by_path[path], score=score, snippet=snippet))
         return shown
 
@@ -240,8 +244,11 @@ class Reader:
             queries[(model.id, query)] = known
         return known
 
-    def _nearest(self, query: Any, clauses: str, params: list[str], limit: int) -> list[Hit]:
-        """The `limit` documents passing the filters whose best piece is nearest the query, by cosine."""
+    def _nearest(self, query: Any, clauses: str, params: list[str], limit: int) -> list[tuple[Hit, tuple[int, int]]]:
+        """The `limit` documents passing the filters whose best piece is nearest the query, by
+        closeness (Matrix.nearest), each with its best piece's (doc, part), its snippet not read yet
+        (_pieces reads those shown: a piece's row is a lookup in a large table, 0.1 ms when its
+        page is not cached, and a hybrid search ranks 50 to show 10)."""
         with self._reading() as conn:
             matrix = self._matrix = Matrix.load(conn, self.path, self._generation, self._matrix)
         most = limit * PREFETCH
@@ -255,15 +262,23 @@ class Reader:
                                                       f"d.id = w.value WHERE 1{clauses}", [wanted, *params])}
                 best = [(doc, part, score) for doc, part, score in near if doc in passing][:limit]
                 if len(best) >= limit or len(near) < most:
-                    rows = {r[0]: r for r in conn.execute(
-                        "SELECT d.id, d.kind, d.key, d.path, d.title, v.text, d.scope, d.category, d.updated, "
-                        "d.revision, d.untrusted, d.threat FROM json_each(?) w CROSS JOIN documents d ON d.id = "
-                        "json_extract(w.value, '$[0]') JOIN vectors v ON v.doc = d.id AND v.part = "
-                        f"json_extract(w.value, '$[1]') WHERE 1{clauses}",  # again: a row may have changed since
-                        [json.dumps([[doc, part] for doc, part, _ in best]), *params])}
-                    return [Hit(r[1], r[2], self.vault.root / r[3], r[4], _shortened(r[5]), score, r[6], r[7], r[8],
-                                r[9], bool(r[10]), _loads(r[11])) for doc, _, score in best if (r := rows.get(doc))]
+                    rows = {r[0]: r for r in conn.execute(  # again: a row may have changed since
+                        f"SELECT {_HIT.format(snippet=repr(''))} FROM json_each(?) w CROSS JOIN documents d ON "
+                        f"d.id = w.value WHERE 1{clauses}", [json.dumps([doc for doc, _, _ in best]), *params])}
+                    return [(Hit(r[1], r[2], self.vault.root / r[3], r[4], "", score, r[6], r[7], r[8], r[9],
+                                 bool(r[10]), _loads(r[11])), (doc, part))
+                            for doc, part, score in best if (r := rows.get(doc))]
             most *= 4
+
+    def _pieces(self, pieces: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """The text of each (doc, part) of `pieces` still in the index, shortened for a snippet."""
+        if not pieces:
+            return {}
+        with self._reading() as conn:
+            return {(r[0], r[1]): _shortened(r[2]) for r in conn.execute(
+                "SELECT v.doc, v.part, v.text FROM json_each(?) w JOIN vectors v ON v.doc = "
+                "json_extract(w.value, '$[0]') AND v.part = json_extract(w.value, '$[1]')",
+                [json.dumps([list(piece) for piece in pieces])])}
 
     def _entries(self) -> int:
         """About how many entries the index holds (kept until it changes)."""
