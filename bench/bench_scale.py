@@ -143,7 +143,8 @@ def phase_search(root: Path) -> dict[str, Any]:
             start = time.perf_counter()
             minimal.execute(sql, (match,)).fetchall()
             floor.append(time.perf_counter() - start)
-        if index.semantic_model() is not None:
+        if (model := index.semantic_model()) is not None:
+            model.ready()  # as serve does at its start (index/background.py): queries by the int8 encoder
             index.search("warm up", mode="hybrid")
             for query in queries:  # each query new: its embedding and its closeness to every piece
                 start = time.perf_counter()

@@ -167,10 +167,18 @@ class Embedder:
         return result
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
-        """The vector of a search's query: by the float32 pass, which needs no onnxruntime loaded
-        (a `sentient search` of its own embeds one text) and is the model at its own precision."""
-        result: npt.NDArray[np.float32] = self.full([text])[0]
+        """The vector of a search's query: by the int8 encoder once this process has it (it
+        embedded documents, or `ready()` made it: serve does at its start), 0.7 ms against 4-9 ms
+        for a short query; else by the float32 pass, which needs no onnxruntime loaded (a `sentient
+        search` of its own embeds one text: 50 ms less than loading it). The two are within a
+        cosine of 0.995 of each other; documents are embedded by the int8 encoder."""
+        result: npt.NDArray[np.float32] = (self.embed if self._session is not None else self.full)([text])[0]
         return result
+
+    def ready(self) -> bool:
+        """Make the int8 encoder now, not at the first document (a process that will search many
+        times: queries are embedded by it once it is made). Whether there is one."""
+        return self._quantized_session() is not None
 
     def full(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit vectors (len(texts) x 384, float32): the masked mean of the last hidden states, by

@@ -88,7 +88,7 @@ def test_documents_go_through_the_int8_encoder_each_alone_near_the_float_pass(mo
     for at in (0, 3, len(texts) - 1):  # alone, or among others in another order: byte for byte
         assert model.embed([texts[at]]).tobytes() == vectors[at].tobytes()
     assert model.embed(texts[::-1]).tobytes() == vectors[::-1].tobytes()
-    assert model.query(PARAPHRASE).tobytes() == model.full([PARAPHRASE])[0].tobytes()  # a query: the float32 pass
+    assert model.query(PARAPHRASE).tobytes() == vectors[0].tobytes()  # a query, once the encoder is made: by it too
     matrix = model._layers[0].inner
     weights, scale = quantized.quantize(np, matrix)  # 7 bits: no 16-bit overflow where a CPU has no VNNI
     assert int(np.abs(weights).max()) == 63 and float(np.abs(weights * scale - matrix).max()) <= float(scale.max())

@@ -43,8 +43,10 @@ class BackgroundEmbedding:
     def _run(self) -> None:
         with suppress(OSError, AttributeError):  # this thread only, on Linux; elsewhere it runs as serve does
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        if self.index.semantic_model() is None:  # no model: search ranks by words; nothing to do here
+        model = self.index.semantic_model()
+        if model is None:  # no model: search ranks by words; nothing to do here
             return
+        model.ready()  # queries by the int8 encoder from now on (Embedder.query), whether or not a document is embedded
         while not self._stop.is_set():
             try:
                 done = self.index.embed(most=BATCH)

@@ -251,7 +251,7 @@ class Reader:
         page is not cached, and a hybrid search ranks 50 to show 10)."""
         with self._reading() as conn:
             matrix = self._matrix = Matrix.load(conn, self.path, self._generation, self._matrix)
-        most = limit * PREFETCH
+        most = limit * PREFETCH if clauses else limit  # (without filters every document passes)
         while True:
             near = matrix.nearest(query, most)
             if not near:

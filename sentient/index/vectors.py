@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from sentient.embedding import Embedder, cpus, windows
+from sentient.index import sketch
 from sentient.vault import transcript
 from sentient.vault.kinds import KINDS
 
@@ -236,7 +237,8 @@ def embed_pending(read: Callable[[int, int], list[tuple[int, str, str, str, str]
 class Matrix:
     """Every vector of the index, as of `state`: the rows of `blocks`, one after another, are piece
     `parts[i]` of document `docs[i]`; the rows `hidden` are not current (their documents changed
-    since the file they come from was written) and never match."""
+    since the file they come from was written) and never match. `sketch`: the first block's (the
+    vectors file's), when it has one (sketch.py)."""
 
     state: tuple[int, str, int]  # (the index's generation, the file's token or "", the log's last change)
     docs: npt.NDArray[np.int64]
@@ -244,12 +246,16 @@ class Matrix:
     blocks: tuple[npt.NDArray[np.float32], ...]
     hidden: npt.NDArray[np.intp]
     mean: npt.NDArray[np.float32]  # the average vector: of the file's rows, else of every row
-    shared: npt.NDArray[np.float32]  # each row's product with `mean`, in the rows' order (see nearest)
-    # each row's closeness to the last few queries, by the query's bytes: a search asks twice with
-    # one query (sessions apart), and again for more when too few pass its filters, and one product
-    # with every vector is most of its time (45 ms at 100,000 entries)
-    known: dict[bytes, tuple[npt.NDArray[np.float32], int]] = field(default_factory=dict, init=False, compare=False,
-                                                                    repr=False)
+    # each row's product with `mean`, in the rows' order (see nearest); with a sketch, of the rows
+    # after the first block's only: a candidate's is computed with the query's
+    shared: npt.NDArray[np.float32]
+    sketch: Sketch | None = None
+    # each row's closeness to the last few queries (with a sketch, of the candidates' rows), by the
+    # query's bytes and the candidates' count: a search asks twice with one query (sessions
+    # apart), and again for more when too few pass its filters, and one product with every vector
+    # is most of its time (25 ms at 100,000 entries)
+    known: dict[tuple[bytes, int], tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float32], int]] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     @staticmethod
     def load(conn: sqlite3.Connection, index: Path, generation: int, known: Matrix | None = None) -> Matrix:
@@ -275,15 +281,16 @@ class Matrix:
             docs, parts, vectors = _rows(conn, f"WHERE doc IN (SELECT doc FROM vectors_log WHERE seq > {stored.seq:d})")
         finally:
             conn.execute("COMMIT")
-        rows, matrix = base
-        hidden = np.flatnonzero(np.isin(rows[:, 0], np.array(changed, dtype=np.int64)))
+        rows, matrix, sketched = base
+        hidden = np.flatnonzero(np.isin(rows[:, 0], np.array(changed, dtype=np.int64))) if changed else \
+            np.empty(0, dtype=np.intp)
         if known is not None and known.state[1] == stored.token:  # the same file: its products are known
-            mean, shared = known.mean, known.shared[: len(matrix)]
+            mean, shared = known.mean, known.shared[: len(known.shared) - len(known.blocks[1])]
         else:  # a file written before its average was kept is averaged here, once
             mean = np.array(stored.mean, dtype=np.float32) if len(stored.mean) == stored.dims else _mean(matrix)
-            shared = _products(matrix, mean)
+            shared = np.zeros(0, dtype=np.float32) if sketched is not None else _products(matrix, mean)
         return Matrix(state, np.concatenate([rows[:, 0], docs]), np.concatenate([rows[:, 1], parts]),
-                      (matrix, vectors), hidden, mean, np.concatenate([shared, _products(vectors, mean)]))
+                      (matrix, vectors), hidden, mean, np.concatenate([shared, _products(vectors, mean)]), sketched)
 
     def nearest(self, query: npt.NDArray[np.float32], most: int) -> list[tuple[int, int, float]]:
         """(doc, part, closeness) of the best piece of each of the `most` nearest documents (of
@@ -296,74 +303,129 @@ class Matrix:
         decides. Recall@10 by meaning alone on bench/bench_recall.py went from 0.47-0.50 to
         0.70-0.72 (docs/benchmarks.md). One product with every vector: the plain cosine is the
         closeness scaled back plus the piece's product with the average (`shared`, computed when
-        the vectors were loaded; a product with two columns at once cost twice one)."""
+        the vectors were loaded; a product with two columns at once cost twice one).
+
+        With a sketch, the rows of the file its sketch puts first (sketch.candidates) and those after
+        the file's; four times as many when they hold too few documents near enough, then every row."""
         import numpy as np
 
         if not len(self.docs):
             return []
-        scores, close = self._closeness(query)
-        if not close:
-            return []
-        wanted = min(close, most * 4)  # pieces: a document may hold several of the best
+        file = len(self.blocks[0])
+        ranked = None if self.sketch is None else sketch.candidates(most * 4, file)
         while True:
-            top = np.argpartition(-scores, wanted - 1)[:wanted]
-            top = top[np.argsort(-scores[top], kind="stable")]
+            if ranked is not None and ranked * 2 > file:  # most of them: every row, in one product
+                ranked = None
+            rows, scores, close = self._closeness(query, ranked)
             found: dict[int, tuple[int, int, float]] = {}
-            for at in top:
-                doc = int(self.docs[at])
-                if doc not in found:
-                    found[doc] = (doc, int(self.parts[at]), float(scores[at]))
-            if len(found) >= most or wanted >= close:
+            wanted = min(close, most * 4)  # pieces: a document may hold several of the best
+            while wanted:
+                top = np.argpartition(-scores, wanted - 1)[:wanted]
+                top = top[np.argsort(-scores[top], kind="stable")]
+                found = {}
+                for at, score in zip((top if rows is None else rows[top]).tolist(), scores[top].tolist(), strict=True):
+                    doc = int(self.docs[at])
+                    if doc not in found:
+                        found[doc] = (doc, int(self.parts[at]), score)
+                if len(found) >= most or wanted >= close:
+                    break
+                wanted = min(close, wanted * 4)
+            if ranked is None or len(found) >= most:
                 return list(found.values())[:most]
-            wanted = min(close, wanted * 4)
+            ranked *= 4
 
-    def _closeness(self, query: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], int]:
-        """Each row's closeness to `query` (-3 for one too far or hidden: see nearest), and how
-        many are not; computed once for the last QUERIES_KEPT queries (never changed after)."""
+    def _closeness(self, query: npt.NDArray[np.float32], ranked: int | None) -> tuple[
+            npt.NDArray[np.intp] | None, npt.NDArray[np.float32], int]:
+        """(rows, closeness of each to `query`, how many are not -3): -3 for a row too far or
+        hidden (see nearest); the rows are every row (None) or, with a sketch, the `ranked` rows of
+        the file its sketch puts first and those after the file's. Computed once for the last
+        QUERIES_KEPT (query, ranked) (never changed after)."""
         import numpy as np
 
-        key = query.tobytes()
+        key = (query.tobytes(), ranked or 0)
         if (known := self.known.get(key)) is not None:
             return known
         apart = query - self.mean
         size = float(np.linalg.norm(apart))
-        if size > 0:
-            scores = np.concatenate([product(block, apart / size) for block in self.blocks if len(block)])
-            far = scores * size + self.shared < MIN_COSINE
-        else:  # the query is the average itself: nothing sets a piece apart, the plain cosine ranks
-            scores = np.concatenate([product(block, query) for block in self.blocks if len(block)])
-            far = scores < MIN_COSINE
+        direction = apart / size if size > 0 else query  # the query is the average itself: the plain cosine ranks
+        rows: npt.NDArray[np.intp] | None = None
+        if ranked is None or self.sketch is None:
+            scores = np.concatenate([product(block, direction) for block in self.blocks if len(block)])
+            shared = self.shared if self.sketch is None else np.concatenate([product(self.blocks[0], self.mean),
+                                                                             self.shared])
+        else:
+            scores, shared, rows = self._candidates(direction, ranked)
+        far = (scores * size + shared if size > 0 else scores) < MIN_COSINE
         scores[far] = -3.0  # below any closeness
-        scores[self.hidden] = -3.0
-        found = (scores, int((scores > -3.0).sum()))
+        if len(self.hidden):
+            scores[self.hidden if rows is None else np.isin(rows, self.hidden)] = -3.0
+        found = (rows, scores, int((scores > -3.0).sum()))
         if len(self.known) >= QUERIES_KEPT:  # (another thread's search may add one meanwhile: harmless)
             self.known.clear()
         self.known[key] = found
         return found
 
+    def _candidates(self, direction: npt.NDArray[np.float32], ranked: int) -> tuple[
+            npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.intp]]:
+        """(each row's product with `direction`, its product with the mean, its number) of the
+        `ranked` rows of the file whose sketches' products with `direction` are largest (a row's
+        sketch is its difference from the mean, projected: its product less the mean's, nearly;
+        the file's product with the mean is kept beside it, column 0), in the file's order, and of
+        the rows after the file's."""
+        import numpy as np
+
+        assert self.sketch is not None
+        file = self.blocks[0]
+        near = product(self.sketch.rows, np.concatenate([[0.0], self.sketch.axes.T @ direction]).astype(np.float32))
+        chosen = np.sort(np.argpartition(-near, ranked - 1)[:ranked]) if ranked < len(near) else np.arange(len(near))
+        scores, shared, numbers = file[chosen] @ direction, self.sketch.rows[chosen, 0], chosen.astype(np.intp)
+        if len(self.blocks) > 1 and len(self.blocks[1]):
+            scores = np.concatenate([scores, self.blocks[1] @ direction])
+            shared = np.concatenate([shared, self.shared])
+            numbers = np.concatenate([numbers, np.arange(len(file), len(file) + len(self.blocks[1]), dtype=np.intp)])
+        return scores, shared, numbers
+
 
 @dataclass(frozen=True)
 class Stored:
     """The vectors file of an index, as its meta row names it: `rows` vectors of `dims` floats,
-    every vector of the index when the log's last change was `seq`."""
+    every vector of the index when the log's last change was `seq`; with a sketch of `sketch`
+    floats a row when it is not 0 (sketch.py)."""
 
     token: str
     seq: int
     rows: int
     dims: int
     mean: tuple[float, ...] = ()  # the average of the rows (a file written before it was kept: none)
+    sketch: int = 0
 
     def paths(self, index: Path) -> tuple[Path, Path]:
         """The file of the vectors (float32, rows x dims) and of their (doc, part) (int64, rows x 2)."""
         return (index.with_name(f"{index.name}{FILE_INFIX}{self.token}.npy"),
                 index.with_name(f"{index.name}{FILE_INFIX}{self.token}.rows.npy"))
 
-    def open(self, index: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
-        """(doc, part) of each row and the vectors, memory-mapped; None when either cannot be
-        read as the meta row describes it (gone, torn, not ours): then the index is read instead."""
+    def every_path(self, index: Path) -> tuple[Path, ...]:
+        """paths(), then, with a sketch, the file of the sketches (float32, rows x 1 + sketch: each
+        row's product with the mean, then its sketch) and of the directions the sketches are the
+        vectors' projections on (float32, dims x sketch)."""
+        if not self.sketch:
+            return self.paths(index)
+        return (*self.paths(index), index.with_name(f"{index.name}{FILE_INFIX}{self.token}.sketch.npy"),
+                index.with_name(f"{index.name}{FILE_INFIX}{self.token}.axes.npy"))
+
+    def sizes(self) -> tuple[int, ...]:
+        """The bytes after its header of each file of every_path()."""
+        return (self.rows * self.dims * 4, self.rows * 16,
+                *((self.rows * (1 + self.sketch) * 4, self.dims * self.sketch * 4) if self.sketch else ()))
+
+    def open(self, index: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], Sketch | None] | None:
+        """(doc, part) of each row, the vectors and their sketch (memory-mapped; None without one);
+        None when the vectors cannot be read as the meta row describes them (gone, torn, not ours):
+        then the index is read instead. A sketch that cannot be read is none: every row's whole
+        vector is multiplied (and the next embedding pass writes the file again: behind())."""
         import numpy as np
 
-        vectors_path, rows_path = self.paths(index)
+        vectors_path, rows_path, *sketch_paths = self.every_path(index)
         try:
             vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
             rows = np.load(rows_path, mmap_mode="r", allow_pickle=False)
@@ -372,7 +434,26 @@ class Stored:
         if (vectors.dtype != np.float32 or vectors.shape != (self.rows, self.dims) or rows.dtype != np.int64
                 or rows.shape != (self.rows, 2)):
             return None
-        return np.asarray(rows), np.asarray(vectors)
+        found = None
+        if sketch_paths:
+            try:
+                short = np.load(sketch_paths[0], mmap_mode="r", allow_pickle=False)
+                axes = np.load(sketch_paths[1], allow_pickle=False)
+            except (OSError, ValueError):
+                short = axes = None
+            if short is not None and axes is not None and short.dtype == axes.dtype == np.float32 and \
+                    short.shape == (self.rows, 1 + self.sketch) and axes.shape == (self.dims, self.sketch):
+                found = Sketch(np.asarray(short), axes)
+        return np.asarray(rows), np.asarray(vectors), found
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """The sketch of a vectors file (sketch.py): row i of `rows` is the file's row i's product with
+    the file's average, then that row less the average, projected on the columns of `axes`."""
+
+    rows: npt.NDArray[np.float32]
+    axes: npt.NDArray[np.float32]
 
 
 def _stored(conn: sqlite3.Connection) -> Stored | None:
@@ -382,7 +463,7 @@ def _stored(conn: sqlite3.Connection) -> Stored | None:
     try:
         found = json.loads(row[0])
         return Stored(str(found["token"]), int(found["seq"]), int(found["rows"]), int(found["dims"]),
-                      tuple(float(x) for x in found.get("mean", ())))
+                      tuple(float(x) for x in found.get("mean", ())), int(found.get("sketch", 0)))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -475,8 +556,8 @@ def behind(conn: sqlite3.Connection, index: Path, most: int = REWRITE_AFTER) -> 
     """Whether the vectors file should be written again: there are vectors and no file (or it is
     gone or shorter than the index says), or more than `most` documents' vectors changed since."""
     stored = _stored(conn)
-    if stored is None or not all(_whole(path, size * stored.rows)  # bytes a row: of the vectors, of (doc, part)
-                                 for path, size in zip(stored.paths(index), (stored.dims * 4, 16), strict=True)):
+    if stored is None or not all(_whole(path, size) for path, size in
+                                 zip(stored.every_path(index), stored.sizes(), strict=True)):
         return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
     changed: int = conn.execute("SELECT count(*) FROM (SELECT 1 FROM vectors_log WHERE seq > ? LIMIT ?)",
                                 (stored.seq, most + 1)).fetchone()[0]
@@ -495,7 +576,10 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                writing: Callable[[], AbstractContextManager[sqlite3.Connection]], index: Path) -> bool:
     """Write every vector of the index to a new vectors file beside it (a chunk at a time: what
     is held in memory is a chunk, not the vault), name it in the index, and delete the file it
-    replaces. Returns whether it was written (not when another process wrote a newer one meanwhile)."""
+    replaces. Returns whether it was written (not when another process wrote a newer one meanwhile).
+    A file of sketch.SKETCH_FROM rows or more gets a sketch (sketch.py): the directions the rows
+    vary most along are found while the rows are written, then the file is read back a chunk at a
+    time and each row projected on them."""
     import secrets
 
     import numpy as np
@@ -508,30 +592,19 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 seq = _last_change(conn)
                 count = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
                 first = conn.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()
-                stored = Stored(secrets.token_hex(8), seq, count, first[0] // 4 if first else 0)
-                for path in stored.paths(index):
-                    made.append(path.with_name(f".{path.name}.tmp"))
-                with _npy(made[0], np.float32, (stored.rows, stored.dims)) as vectors, \
-                        _npy(made[1], np.int64, (stored.rows, 2)) as rows:
-                    total = np.zeros(stored.dims, dtype=np.float64)  # the rows' sum, for their average
-                    cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
-                    while chunk := cursor.fetchmany(WRITE_CHUNK):  # as many as counted: one snapshot
-                        rows.write(np.array([(doc, part) for doc, part, _ in chunk], dtype=np.int64).tobytes())
-                        for doc, _, vector in chunk:
-                            if len(vector) != stored.dims * 4:
-                                raise ValueError(f"a vector of {len(vector) // 4} floats among vectors of "
-                                                 f"{stored.dims} (document row {doc}); `sentient index "
-                                                 f"--rebuild` embeds every document again")
-                        data = b"".join(vector for _, _, vector in chunk)
-                        vectors.write(data)
-                        total += np.frombuffer(data, dtype=np.float32).reshape(len(chunk), stored.dims).sum(
-                            axis=0, dtype=np.float64)
+                dims = first[0] // 4 if first else 0
+                stored = Stored(secrets.token_hex(8), seq, count, dims, sketch=sketch.dims(count, dims))
+                made = [path.with_name(f".{path.name}.tmp") for path in stored.every_path(index)]
+                total, spread = _write_rows(conn, stored, made)
             finally:
                 conn.execute("COMMIT")
-        stored = replace(stored, mean=tuple(float(x) for x in (total / max(stored.rows, 1)).astype(np.float32)))
-        for temp, path in zip(made, stored.paths(index), strict=True):
+        mean = (total / max(stored.rows, 1)).astype(np.float32)
+        stored = replace(stored, mean=tuple(float(x) for x in mean))
+        if spread is not None:
+            _write_sketch(made, stored, mean, spread.axes(stored.sketch))
+        for temp, path in zip(made, stored.every_path(index), strict=True):
             os.replace(temp, path)
-        made = list(stored.paths(index))
+        made = list(stored.every_path(index))
         with writing() as conn:
             now = _stored(conn)
             if (now is not None and now.seq > seq) or not all(path.is_file() for path in made):
@@ -548,6 +621,53 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
         for path in made:  # not named in the index: never read
             with suppress(OSError):
                 path.unlink()
+
+
+def _write_rows(conn: sqlite3.Connection, stored: Stored, made: list[Path]) -> tuple[npt.NDArray[np.float64],
+                                                                                   sketch.Spread | None]:
+    """Write every vector and its (doc, part) to `made`, in the order of (doc, part), WRITE_CHUNK
+    rows at a time; their sum, and their spread (from about sketch.SPREAD_ROWS of them) when the
+    file gets a sketch."""
+    import numpy as np
+
+    total = np.zeros(stored.dims, dtype=np.float64)
+    spread = sketch.Spread(stored.dims) if stored.sketch else None
+    every = sketch.every(stored.rows, WRITE_CHUNK)
+    with _npy(made[0], np.float32, (stored.rows, stored.dims)) as vectors, \
+            _npy(made[1], np.int64, (stored.rows, 2)) as rows:
+        cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
+        number = 0
+        while chunk := cursor.fetchmany(WRITE_CHUNK):  # as many as counted: one snapshot
+            rows.write(np.array([(doc, part) for doc, part, _ in chunk], dtype=np.int64).tobytes())
+            for doc, _, vector in chunk:
+                if len(vector) != stored.dims * 4:
+                    raise ValueError(f"a vector of {len(vector) // 4} floats among vectors of {stored.dims} "
+                                     f"(document row {doc}); `sentient index --rebuild` embeds every document again")
+            data = b"".join(vector for _, _, vector in chunk)
+            vectors.write(data)
+            floats = np.frombuffer(data, dtype=np.float32).reshape(len(chunk), stored.dims)
+            total += floats.sum(axis=0, dtype=np.float64)
+            if spread is not None and number % every == 0:
+                spread.add(floats)
+            number += 1
+    return total, spread
+
+
+def _write_sketch(made: list[Path], stored: Stored, mean: npt.NDArray[np.float32],
+                  axes: npt.NDArray[np.float32]) -> None:
+    """Write each row's product with `mean` and its sketch, for each row of the vectors file
+    made[0] (read back a chunk at a time, not mapped), to made[2], and the directions `axes` to made[3]."""
+    import numpy as np
+
+    with made[0].open("rb") as vectors, _npy(made[2], np.float32, (stored.rows, 1 + stored.sketch)) as out:
+        np.lib.format.read_magic(vectors)
+        np.lib.format.read_array_header_1_0(vectors)
+        for _ in range(0, stored.rows, WRITE_CHUNK):
+            chunk = np.fromfile(vectors, dtype=np.float32, count=WRITE_CHUNK * stored.dims).reshape(-1, stored.dims)
+            out.write(np.concatenate([(chunk @ mean)[:, None], (chunk - mean) @ axes], axis=1,
+                                     dtype=np.float32).tobytes())
+    with made[3].open("wb") as out:  # (np.save given a path adds .npy to its name)
+        np.save(out, axes, allow_pickle=False)
 
 
 @contextmanager
