@@ -146,7 +146,7 @@ def phase_search(root: Path) -> dict[str, Any]:
         if (model := index.semantic_model()) is not None:
             model.ready()  # as serve does at its start (index/background.py): queries by the int8 encoder
             index.search("warm up", mode="hybrid")
-            for query in queries:  # each query new: its embedding and its closeness to every piece
+            for query in queries:  # each query new: its embedding and its closeness to the pieces
                 start = time.perf_counter()
                 index.search(query, mode="hybrid")
                 hybrid.append(time.perf_counter() - start)
@@ -310,7 +310,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ("in-process search p50 (200 queries), by words (BM25)",
          lambda r: _pair(fine, r["search_p50"], r["floor_search_p50"])),
         ("in-process search p95, by words", lambda r: _pair(fine, r["search_p95"], r["floor_search_p95"])),
-        ("in-process search p50, hybrid (the default: the query embedded, its closeness to every piece)",
+        ("in-process search p50, hybrid (the default: the query embedded, ranked by meaning and by words)",
          lambda r: _pair(fine, r["hybrid_p50"], r["floor_search_p50"]) if r.get("hybrid_p50") else "-"),
         ("in-process search p95, hybrid",
          lambda r: _pair(fine, r["hybrid_p95"], r["floor_search_p95"]) if r.get("hybrid_p95") else "-"),

@@ -48,7 +48,8 @@ def main() -> None:
     base = Matrix.load(conn, index, 0)
     entries = conn.execute("SELECT count(*) FROM documents WHERE kind = 'memory'").fetchone()[0]
     conn.close()
-    vectors = np.concatenate([np.asarray(block) for block in base.blocks if len(block)])
+    vectors = np.asarray(base.blocks[0])  # the file's rows (not those of documents changed since: no sketch)
+    owners, parts = base.docs[: len(vectors)], base.parts[: len(vectors)]
     model = embedding.embedder()
     assert model is not None, embedding.problem()
     queries = [model.query(query) for query in words(args.queries, 11)]
@@ -56,14 +57,14 @@ def main() -> None:
     sketched = base.sketch
     print("| entries (pieces) | matrix | every row p50 | p95 | with the sketch p50 | p95 |\n|---|---|---|---|---|---|")
     for times in (int(value) for value in args.times.split(",")):
-        docs = np.concatenate([base.docs + copy * (int(base.docs.max()) + 1) for copy in range(times)])
+        docs = np.concatenate([owners + copy * (int(owners.max()) + 1) for copy in range(times)])
         matrix = np.concatenate([vectors] * times)
         mean = _mean(matrix)
-        ranked = Matrix(base.state, docs, np.concatenate([base.parts] * times), (matrix,),
+        ranked = Matrix(base.state, docs, np.concatenate([parts] * times), (matrix,),
                         np.empty(0, dtype=np.intp), mean, _products(matrix, mean))
         row = [f"{entries * times:,} ({len(matrix):,})", f"{matrix.nbytes / 2**20:,.0f} MB"]
         rankings = [ranked]
-        if sketched is not None and not len(base.blocks[1]):  # the copies' sketches are the vault's, repeated
+        if sketched is not None:  # the copies' sketches are the vault's, repeated
             rankings.append(replace(ranked, shared=np.zeros(0, dtype=np.float32), blocks=(matrix, matrix[:0]),
                                     sketch=Sketch(np.concatenate([sketched.rows] * times), sketched.axes)))
         for ranking in rankings:
