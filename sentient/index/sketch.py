@@ -9,7 +9,9 @@ difference from the vault's average vector, projected on the DIMS directions alo
 vary most (the covariance's leading eigenvectors, from a sample of the rows: `Spread`), in the
 rows' order. A search ranks every row by its sketch (a product with DIMS floats a row, not 384),
 then the first `candidates(...)` of them by their whole vectors, as it ranks without one
-(vectors.Matrix.nearest): the sketch chooses which rows are ranked, never how.
+(vectors.Matrix.nearest): the sketch chooses which rows are ranked, never how. When those hold
+too few documents near enough (a query near nothing the vault holds, a filter few pass), every
+row is ranked, as without a sketch.
 
 It is an approximation: a piece whose sketch puts it below the candidates is missed. What sets
 pieces apart lies mostly along a few directions (at 100,000 entries, the first 48 hold about three
@@ -28,9 +30,12 @@ if TYPE_CHECKING:
 
 SKETCH_FROM = 65_536  # rows from which a vectors file has a sketch (a product with fewer takes ~5 ms)
 DIMS = 48  # of a sketch
-SPREAD_ROWS = 65_536  # rows of a file its directions are found from, about (whole chunks, spread through it)
+SPREAD_ROWS = 65_536  # rows of a file its directions are found from, at least (whole chunks, one in so many)
 CANDIDATES_LEAST = 4096  # rows ranked by their whole vectors, at least
 CANDIDATES_PER_PIECE = 8  # rows ranked by their whole vectors, for each piece a search wants
+# candidates more than a SHARE-th of the file: every row instead (copying them out of the file
+# would cost about what one product with every row does)
+SHARE = 4
 
 
 def dims(rows: int, width: int) -> int:

@@ -7,18 +7,18 @@ blobs keyed by document row and piece) and go with them: a trigger drops a docum
 its row is deleted, so an edited file's new row is embedded again and a deleted one's are gone.
 `embedded` names the model each document was embedded with; a model change empties both.
 
-Searching is brute force: one matrix-vector product over every vector, the best pieces collapsed
-to their documents. Pieces are ranked by how near they are to the query once the vault's average
-vector is taken out of it (Matrix.nearest): a piece like every other (small talk, "how is your
-week going?") is near any question, and without this it outranked the answer. The vectors are kept
-as one float32 matrix in a file beside the index (`index.sqlite.vectors-TOKEN.npy`, their average
-named in the index with it), memory-mapped by every process that searches: a search in a new
-process costs milliseconds, not a read of every vector, and the pages are shared, not copied.
-The file is written by the embedding passes (`sentient index`, serve's background embedding), never
-by a search; the index names it with the last change it holds (`vectors_log` numbers every
-document whose vectors changed), and a search hides the file's rows of every document changed
-since and reads those documents' vectors from the index: a stale file never gives a deleted or
-edited document's old vector.
+Searching is one matrix-vector product over every vector (a large file's sketch first chooses
+which: sketch.py), the best pieces collapsed to their documents. Pieces are ranked by how near they
+are to the query once the vault's average vector is taken out of it (Matrix.nearest): a piece like
+every other (small talk, "how is your week going?") is near any question, and without this it
+outranked the answer. The vectors are kept as one float32 matrix in a file beside the index
+(`index.sqlite.vectors-TOKEN.npy`, their average named in the index with it), memory-mapped by
+every process that searches: a search in a new process costs milliseconds, not a read of every
+vector, and the pages are shared, not copied. The file is written by the embedding passes
+(`sentient index`, serve's background embedding), never by a search; the index names it with the
+last change it holds (`vectors_log` numbers every document whose vectors changed), and a search
+hides the file's rows of every document changed since and reads those documents' vectors from the
+index: a stale file never gives a deleted or edited document's old vector.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ MODEL_META = "embedding_model"
 # measure 0.10-0.26 with this model, most paraphrases 0.3 up; on bench/bench_recall.py 0.25 and
 # 0.35 fused alike
 MIN_COSINE = 0.3
-QUERIES_KEPT = 4  # queries whose closeness to every row a Matrix keeps (a float32 each a row)
+QUERIES_KEPT = 4  # closenesses a Matrix keeps: of a query to every row (a float32 each), or to its candidates
 # Hybrid ranking blends the two lists' scores, each scaled to 0-1 within its list: BM25 from the
 # last of its list to its first, a closeness (Matrix.nearest) from the last of the vector list (0,
 # no nearer than the vault's average, when that list is short) to its first; a document missing
@@ -247,7 +247,7 @@ class Matrix:
     hidden: npt.NDArray[np.intp]
     mean: npt.NDArray[np.float32]  # the average vector: of the file's rows, else of every row
     # each row's product with `mean`, in the rows' order (see nearest); with a sketch, of the rows
-    # after the first block's only: a candidate's is computed with the query's
+    # after the first block's only: the first block's are the sketch's column 0
     shared: npt.NDArray[np.float32]
     sketch: Sketch | None = None
     # each row's closeness to the last few queries (with a sketch, of the candidates' rows), by the
@@ -284,7 +284,8 @@ class Matrix:
         rows, matrix, sketched = base
         hidden = np.flatnonzero(np.isin(rows[:, 0], np.array(changed, dtype=np.int64))) if changed else \
             np.empty(0, dtype=np.intp)
-        if known is not None and known.state[1] == stored.token:  # the same file: its products are known
+        if known is not None and known.state[1] == stored.token and len(known.blocks) == 2 and \
+                (known.sketch is None) == (sketched is None):  # the same file, read alike: its products are known
             mean, shared = known.mean, known.shared[: len(known.shared) - len(known.blocks[1])]
         else:  # a file written before its average was kept is averaged here, once
             mean = np.array(stored.mean, dtype=np.float32) if len(stored.mean) == stored.dims else _mean(matrix)
@@ -306,7 +307,9 @@ class Matrix:
         the vectors were loaded; a product with two columns at once cost twice one).
 
         With a sketch, the rows of the file its sketch puts first (sketch.candidates) and those after
-        the file's; four times as many when they hold too few documents near enough, then every row."""
+        the file's; every row when they hold too few documents near enough (a query near nothing,
+        a filter few documents pass: one product, as without a sketch), or when they would be a
+        good share of the file anyway."""
         import numpy as np
 
         if not len(self.docs):
@@ -314,7 +317,7 @@ class Matrix:
         file = len(self.blocks[0])
         ranked = None if self.sketch is None else sketch.candidates(most * 4, file)
         while True:
-            if ranked is not None and ranked * 2 > file:  # most of them: every row, in one product
+            if ranked is not None and ranked * sketch.SHARE > file:
                 ranked = None
             rows, scores, close = self._closeness(query, ranked)
             found: dict[int, tuple[int, int, float]] = {}
@@ -332,7 +335,7 @@ class Matrix:
                 wanted = min(close, wanted * 4)
             if ranked is None or len(found) >= most:
                 return list(found.values())[:most]
-            ranked *= 4
+            ranked = None
 
     def _closeness(self, query: npt.NDArray[np.float32], ranked: int | None) -> tuple[
             npt.NDArray[np.intp] | None, npt.NDArray[np.float32], int]:
@@ -351,14 +354,13 @@ class Matrix:
         rows: npt.NDArray[np.intp] | None = None
         if ranked is None or self.sketch is None:
             scores = np.concatenate([product(block, direction) for block in self.blocks if len(block)])
-            shared = self.shared if self.sketch is None else np.concatenate([product(self.blocks[0], self.mean),
-                                                                             self.shared])
+            shared = self.shared if self.sketch is None else np.concatenate([self.sketch.rows[:, 0], self.shared])
         else:
             scores, shared, rows = self._candidates(direction, ranked)
         far = (scores * size + shared if size > 0 else scores) < MIN_COSINE
         scores[far] = -3.0  # below any closeness
-        if len(self.hidden):
-            scores[self.hidden if rows is None else np.isin(rows, self.hidden)] = -3.0
+        if rows is None:  # (a sketch's candidates are none of them)
+            scores[self.hidden] = -3.0
         found = (rows, scores, int((scores > -3.0).sum()))
         if len(self.known) >= QUERIES_KEPT:  # (another thread's search may add one meanwhile: harmless)
             self.known.clear()
@@ -377,7 +379,9 @@ class Matrix:
         assert self.sketch is not None
         file = self.blocks[0]
         near = product(self.sketch.rows, np.concatenate([[0.0], self.sketch.axes.T @ direction]).astype(np.float32))
+        near[self.hidden] = -np.inf  # a stale row is no candidate (the hidden rows are all the file's)
         chosen = np.sort(np.argpartition(-near, ranked - 1)[:ranked]) if ranked < len(near) else np.arange(len(near))
+        chosen = chosen[near[chosen] > -np.inf]  # (more candidates than rows not stale)
         scores, shared, numbers = file[chosen] @ direction, self.sketch.rows[chosen, 0], chosen.astype(np.intp)
         if len(self.blocks) > 1 and len(self.blocks[1]):
             scores = np.concatenate([scores, self.blocks[1] @ direction])
@@ -397,7 +401,7 @@ class Stored:
     rows: int
     dims: int
     mean: tuple[float, ...] = ()  # the average of the rows (a file written before it was kept: none)
-    sketch: int = 0
+    sketch: int | None = 0  # None: written before files had sketches
 
     def paths(self, index: Path) -> tuple[Path, Path]:
         """The file of the vectors (float32, rows x dims) and of their (doc, part) (int64, rows x 2)."""
@@ -442,7 +446,7 @@ class Stored:
             except (OSError, ValueError):
                 short = axes = None
             if short is not None and axes is not None and short.dtype == axes.dtype == np.float32 and \
-                    short.shape == (self.rows, 1 + self.sketch) and axes.shape == (self.dims, self.sketch):
+                    short.shape == (self.rows, 1 + (self.sketch or 0)) and axes.shape == (self.dims, self.sketch):
                 found = Sketch(np.asarray(short), axes)
         return np.asarray(rows), np.asarray(vectors), found
 
@@ -463,7 +467,8 @@ def _stored(conn: sqlite3.Connection) -> Stored | None:
     try:
         found = json.loads(row[0])
         return Stored(str(found["token"]), int(found["seq"]), int(found["rows"]), int(found["dims"]),
-                      tuple(float(x) for x in found.get("mean", ())), int(found.get("sketch", 0)))
+                      tuple(float(x) for x in found.get("mean", ())),
+                      int(found["sketch"]) if "sketch" in found else None)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -554,10 +559,12 @@ def _rows(conn: sqlite3.Connection, where: str) -> tuple[npt.NDArray[np.int64], 
 
 def behind(conn: sqlite3.Connection, index: Path, most: int = REWRITE_AFTER) -> bool:
     """Whether the vectors file should be written again: there are vectors and no file (or it is
-    gone or shorter than the index says), or more than `most` documents' vectors changed since."""
+    gone or shorter than the index says, or large and written before files had sketches), or
+    more than `most` documents' vectors changed since."""
     stored = _stored(conn)
     if stored is None or not all(_whole(path, size) for path, size in
-                                 zip(stored.every_path(index), stored.sizes(), strict=True)):
+                                 zip(stored.every_path(index), stored.sizes(), strict=True)) or \
+            (stored.sketch is None and sketch.dims(stored.rows, stored.dims)):
         return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
     changed: int = conn.execute("SELECT count(*) FROM (SELECT 1 FROM vectors_log WHERE seq > ? LIMIT ?)",
                                 (stored.seq, most + 1)).fetchone()[0]
@@ -601,7 +608,7 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
         mean = (total / max(stored.rows, 1)).astype(np.float32)
         stored = replace(stored, mean=tuple(float(x) for x in mean))
         if spread is not None:
-            _write_sketch(made, stored, mean, spread.axes(stored.sketch))
+            _write_sketch(made, stored, mean, spread.axes(stored.sketch or 0))
         for temp, path in zip(made, stored.every_path(index), strict=True):
             os.replace(temp, path)
         made = list(stored.every_path(index))
@@ -659,7 +666,7 @@ def _write_sketch(made: list[Path], stored: Stored, mean: npt.NDArray[np.float32
     made[0] (read back a chunk at a time, not mapped), to made[2], and the directions `axes` to made[3]."""
     import numpy as np
 
-    with made[0].open("rb") as vectors, _npy(made[2], np.float32, (stored.rows, 1 + stored.sketch)) as out:
+    with made[0].open("rb") as vectors, _npy(made[2], np.float32, (stored.rows, 1 + (stored.sketch or 0))) as out:
         np.lib.format.read_magic(vectors)
         np.lib.format.read_array_header_1_0(vectors)
         for _ in range(0, stored.rows, WRITE_CHUNK):
