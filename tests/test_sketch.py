@@ -281,3 +281,25 @@ def test_serve_makes_the_int8_encoder_at_its_start(tmp_path: Path, model: embedd
         finally:
             background.stop()
         assert fresh._session is not None and background.embedded == 0  # with nothing to embed
+
+
+def test_a_spread_without_directions_writes_the_file_without_a_sketch(
+        index: Index, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The sketch's directions cannot be found (a vector that is not a number makes the
+    covariance's eigenvectors fail): the file is written all the same, named without a sketch,
+    and not written again by every pass after."""
+    before = [hit.key for hit in index.search(QUERIES[1], mode="vector", limit=5)]
+
+    def failing(self: sketch.Spread, count: int) -> np.ndarray:
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr(sketch.Spread, "axes", failing)
+    for path in files(index).values():
+        path.unlink()
+    assert index.embed() == 0  # nothing to embed: the file written again
+    assert sorted(files(index)) == ["", "rows"] and "without a sketch" in caplog.text
+    with index._reading() as conn:
+        assert not behind(conn, index.path)
+        assert json.loads(conn.execute("SELECT value FROM meta WHERE name = ?", (FILE_META,)).fetchone()[0])[
+            "sketch"] == 0
+    assert [hit.key for hit in index.search(QUERIES[1], mode="vector", limit=5)] == before

@@ -24,6 +24,7 @@ index: a stale file never gives a deleted or edited document's old vector.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -84,6 +85,7 @@ FILE_INFIX = ".vectors-"
 REWRITE_AFTER = 500
 WRITE_CHUNK = 1024  # vectors read and written at a time (about 2 MB, held three times over)
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _PENDING = (f"SELECT d.id, d.kind, d.title, d.body, d.revision FROM documents d WHERE d.kind IN "
             f"({', '.join(repr(kind) for kind in EMBEDDED_KINDS)}) AND d.id > ? AND NOT EXISTS "
             "(SELECT 1 FROM embedded e WHERE e.doc = d.id) ORDER BY d.id LIMIT ?")
@@ -607,8 +609,14 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 conn.execute("COMMIT")
         mean = (total / max(stored.rows, 1)).astype(np.float32)
         stored = replace(stored, mean=tuple(float(x) for x in mean))
-        if spread is not None:
-            _write_sketch(made, stored, mean, spread.axes(stored.sketch or 0))
+        axes = _axes(spread, stored.sketch or 0) if spread is not None else None
+        if axes is not None:
+            _write_sketch(made, stored, mean, axes)
+        elif stored.sketch:  # written without one, and so named: every row is ranked, as for a small file
+            for path in made[2:]:
+                with suppress(OSError):
+                    path.unlink()
+            made, stored = made[:2], replace(stored, sketch=0)
         for temp, path in zip(made, stored.every_path(index), strict=True):
             os.replace(temp, path)
         made = list(stored.every_path(index))
@@ -658,6 +666,22 @@ def _write_rows(conn: sqlite3.Connection, stored: Stored, made: list[Path]) -> t
                 spread.add(floats)
             number += 1
     return total, spread
+
+
+def _axes(spread: sketch.Spread, count: int) -> npt.NDArray[np.float32] | None:
+    """The directions of a sketch; None when the rows' spread has none (a vector not a number):
+    the file is written without a sketch, not left unwritten."""
+    import numpy as np
+
+    try:
+        axes = spread.axes(count)
+    except np.linalg.LinAlgError:
+        axes = None
+    if axes is None or not np.isfinite(axes).all():
+        log.warning("the vectors' spread has no directions (a vector that is not a number?); the vectors "
+                    "file is written without a sketch: search by meaning ranks every row")
+        return None
+    return axes
 
 
 def _write_sketch(made: list[Path], stored: Stored, mean: npt.NDArray[np.float32],
