@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -312,32 +313,38 @@ class Matrix:
         the file's; every row when they hold too few documents near enough (a query near nothing,
         a filter few documents pass: one product, as without a sketch), or when they would be a
         good share of the file anyway."""
-        import numpy as np
-
         if not len(self.docs):
             return []
         file = len(self.blocks[0])
-        ranked = None if self.sketch is None else sketch.candidates(most * 4, file)
-        while True:
-            if ranked is not None and ranked * sketch.SHARE > file:
-                ranked = None
-            rows, scores, close = self._closeness(query, ranked)
-            found: dict[int, tuple[int, int, float]] = {}
-            wanted = min(close, most * 4)  # pieces: a document may hold several of the best
-            while wanted:
-                top = np.argpartition(-scores, wanted - 1)[:wanted]
-                top = top[np.argsort(-scores[top], kind="stable")]
-                found = {}
-                for at, score in zip((top if rows is None else rows[top]).tolist(), scores[top].tolist(), strict=True):
-                    doc = int(self.docs[at])
-                    if doc not in found:
-                        found[doc] = (doc, int(self.parts[at]), score)
-                if len(found) >= most or wanted >= close:
-                    break
-                wanted = min(close, wanted * 4)
-            if ranked is None or len(found) >= most:
-                return list(found.values())[:most]
-            ranked = None
+        first = None if self.sketch is None else sketch.candidates(most * 4, file)
+        if first is not None and first * sketch.SHARE > file:
+            first = None
+        for ranked in dict.fromkeys([first, None]):  # the sketch's candidates, then every row
+            found = self._best(*self._closeness(query, ranked), most)
+            if len(found) >= most:
+                break
+        return found[:most]
+
+    def _best(self, rows: npt.NDArray[np.intp] | None, scores: npt.NDArray[np.float32], close: int,
+              most: int) -> list[tuple[int, int, float]]:
+        """(doc, part, closeness) of the best piece of each of the `most` documents (or fewer: all
+        there are) whose pieces `rows` (None: every row) score best, `close` of them not -3."""
+        import numpy as np
+
+        found: dict[int, tuple[int, int, float]] = {}
+        wanted = min(close, most * 4)  # pieces: a document may hold several of the best
+        while wanted:
+            top = np.argpartition(-scores, wanted - 1)[:wanted]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            found = {}
+            for at, score in zip((top if rows is None else rows[top]).tolist(), scores[top].tolist(), strict=True):
+                doc = int(self.docs[at])
+                if doc not in found:
+                    found[doc] = (doc, int(self.parts[at]), score)
+            if len(found) >= most or wanted >= close:
+                break
+            wanted = min(close, wanted * 4)
+        return list(found.values())
 
     def _closeness(self, query: npt.NDArray[np.float32], ranked: int | None) -> tuple[
             npt.NDArray[np.intp] | None, npt.NDArray[np.float32], int]:
@@ -405,22 +412,17 @@ class Stored:
     mean: tuple[float, ...] = ()  # the average of the rows (a file written before it was kept: none)
     sketch: int | None = 0  # None: written before files had sketches
 
-    def paths(self, index: Path) -> tuple[Path, Path]:
-        """The file of the vectors (float32, rows x dims) and of their (doc, part) (int64, rows x 2)."""
-        return (index.with_name(f"{index.name}{FILE_INFIX}{self.token}.npy"),
-                index.with_name(f"{index.name}{FILE_INFIX}{self.token}.rows.npy"))
-
-    def every_path(self, index: Path) -> tuple[Path, ...]:
-        """paths(), then, with a sketch, the file of the sketches (float32, rows x 1 + sketch: each
-        row's product with the mean, then its sketch) and of the directions the sketches are the
+    def paths(self, index: Path) -> tuple[Path, ...]:
+        """The file of the vectors (float32, rows x dims) and of their (doc, part) (int64, rows x 2);
+        then, with a sketch, the file of the sketches (float32, rows x 1 + sketch: each row's
+        product with the mean, then its sketch) and of the directions the sketches are the
         vectors' projections on (float32, dims x sketch)."""
-        if not self.sketch:
-            return self.paths(index)
-        return (*self.paths(index), index.with_name(f"{index.name}{FILE_INFIX}{self.token}.sketch.npy"),
-                index.with_name(f"{index.name}{FILE_INFIX}{self.token}.axes.npy"))
+        named = f"{index.name}{FILE_INFIX}{self.token}"
+        parts = (".npy", ".rows.npy", *((".sketch.npy", ".axes.npy") if self.sketch else ()))
+        return tuple(index.with_name(named + part) for part in parts)
 
     def sizes(self) -> tuple[int, ...]:
-        """The bytes after its header of each file of every_path()."""
+        """The bytes after its header of each file of paths()."""
         return (self.rows * self.dims * 4, self.rows * 16,
                 *((self.rows * (1 + self.sketch) * 4, self.dims * self.sketch * 4) if self.sketch else ()))
 
@@ -431,7 +433,7 @@ class Stored:
         vector is multiplied (and the next embedding pass writes the file again: behind())."""
         import numpy as np
 
-        vectors_path, rows_path, *sketch_paths = self.every_path(index)
+        vectors_path, rows_path, *sketch_paths = self.paths(index)
         try:
             vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
             rows = np.load(rows_path, mmap_mode="r", allow_pickle=False)
@@ -565,7 +567,7 @@ def behind(conn: sqlite3.Connection, index: Path, most: int = REWRITE_AFTER) -> 
     more than `most` documents' vectors changed since."""
     stored = _stored(conn)
     if stored is None or not all(_whole(path, size) for path, size in
-                                 zip(stored.every_path(index), stored.sizes(), strict=True)) or \
+                                 zip(stored.paths(index), stored.sizes(), strict=True)) or \
             (stored.sketch is None and sketch.dims(stored.rows, stored.dims)):
         return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
     changed: int = conn.execute("SELECT count(*) FROM (SELECT 1 FROM vectors_log WHERE seq > ? LIMIT ?)",
@@ -603,7 +605,7 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 first = conn.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()
                 dims = first[0] // 4 if first else 0
                 stored = Stored(secrets.token_hex(8), seq, count, dims, sketch=sketch.dims(count, dims))
-                made = [path.with_name(f".{path.name}.tmp") for path in stored.every_path(index)]
+                made = [path.with_name(f".{path.name}.tmp") for path in stored.paths(index)]
                 total, spread = _write_rows(conn, stored, made)
             finally:
                 conn.execute("COMMIT")
@@ -617,9 +619,9 @@ def write_file(reading: Callable[[], AbstractContextManager[sqlite3.Connection]]
                 with suppress(OSError):
                     path.unlink()
             made, stored = made[:2], replace(stored, sketch=0)
-        for temp, path in zip(made, stored.every_path(index), strict=True):
+        for temp, path in zip(made, stored.paths(index), strict=True):
             os.replace(temp, path)
-        made = list(stored.every_path(index))
+        made = list(stored.paths(index))
         with writing() as conn:
             now = _stored(conn)
             if (now is not None and now.seq > seq) or not all(path.is_file() for path in made):
@@ -651,8 +653,7 @@ def _write_rows(conn: sqlite3.Connection, stored: Stored, made: list[Path]) -> t
     with _npy(made[0], np.float32, (stored.rows, stored.dims)) as vectors, \
             _npy(made[1], np.int64, (stored.rows, 2)) as rows:
         cursor = conn.execute("SELECT doc, part, vector FROM vectors ORDER BY doc, part")
-        number = 0
-        while chunk := cursor.fetchmany(WRITE_CHUNK):  # as many as counted: one snapshot
+        for number, chunk in enumerate(iter(partial(cursor.fetchmany, WRITE_CHUNK), [])):  # as counted: one snapshot
             rows.write(np.array([(doc, part) for doc, part, _ in chunk], dtype=np.int64).tobytes())
             for doc, _, vector in chunk:
                 if len(vector) != stored.dims * 4:
@@ -664,7 +665,6 @@ def _write_rows(conn: sqlite3.Connection, stored: Stored, made: list[Path]) -> t
             total += floats.sum(axis=0, dtype=np.float64)
             if spread is not None and number % every == 0:
                 spread.add(floats)
-            number += 1
     return total, spread
 
 
